@@ -1,0 +1,43 @@
+# docvec's two entry points on a fresh machine: `make demo` (the main job) and `make test`.
+# Both set up what they need first: a virtual environment with docvec and its pinned dependencies, and
+# llama-cpp-python built from the pinned source (compiled once, ~12 min on 2 cores, then cached under
+# $(DOCVEC_CACHE_DIR)/llama-cpp-python; set CMAKE_ARGS for GPUs, see llama.cpp/README.md).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.docvec-setup
+
+.PHONY: setup demo test lint bench bench-full schemas clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml llama.cpp/pin.env llama.cpp/build.sh $(wildcard llama.cpp/patches/*.patch)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	bash llama.cpp/build.sh --python $(PY)
+	touch $@
+
+demo: setup
+	$(VENV)/bin/docvec demo
+
+lint: setup
+	$(PY) -m ruff check src tests benchmarks flows
+	$(PY) -m ruff format --check src tests benchmarks flows
+	$(PY) -m mypy
+
+test: lint
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) benchmarks/bench_embed.py
+
+bench-full: setup
+	$(PY) benchmarks/bench_embed.py --full
+
+schemas: setup
+	$(PY) -m docvec.schemas schemas
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
