@@ -1,0 +1,56 @@
+"""JSON Schemas of docvec's pydantic models, exported under ``schemas/`` (a test keeps them in sync).
+
+python -m docvec.schemas schemas/
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from .config import Settings
+from .records import EmbeddingRecord
+
+__all__ = ["SCHEMAS", "render_schemas", "write_schemas"]
+
+#: file name -> the model (or type) whose schema it holds
+SCHEMAS: dict[str, Any] = {
+    "settings.schema.json": Settings,
+    "embed-output.schema.json": list[EmbeddingRecord],
+}
+
+
+def render_schemas() -> dict[str, str]:
+    """Each schema file's expected text."""
+    out = {}
+    for name, model in SCHEMAS.items():
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            schema = model.model_json_schema()
+        else:
+            schema = TypeAdapter(model).json_schema()
+        if name == "settings.schema.json":
+            # defaults that depend on the machine (home folder) are not part of the contract
+            for key in ("data_dir", "cache_dir"):
+                schema["properties"][key].pop("default", None)
+        out[name] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return out
+
+
+def write_schemas(folder: Path) -> list[Path]:
+    """Write every schema into ``folder``; returns the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in render_schemas().items():
+        path = folder / name
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for p in write_schemas(Path(sys.argv[1] if len(sys.argv) > 1 else "schemas")):
+        print(p)
