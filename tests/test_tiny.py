@@ -1,0 +1,172 @@
+"""docvec.tiny: the random-weight Qwen2.5-VL checkpoint and the Qwen2 tokenizer rebuilt for it."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from docvec.errors import ConfigError
+from docvec.tiny import ADDED_TOKENS, IMAGE_MEAN, IMAGE_STD, VOCAB_SIZE, ModelGeometry, build_checkpoint
+from docvec.toolchain import LlamaCppSource
+
+pytest_plugins = ["tests._tiny_fixtures"]
+
+SEP = "\n__ggml_vocab_test__\n"
+
+
+def llama_cpp_vectors(vocab: Path) -> list[tuple[str, list[int]]]:
+    """llama.cpp's tokenizer test cases: (text, expected ids), read as test-tokenizer-0 reads them."""
+    raw = vocab.with_name(vocab.name + ".inp").read_bytes().decode("utf-8")
+    texts = raw.split(SEP)
+    assert texts[-1] == ""  # every case, the last included, ends with the separator
+    lines = vocab.with_name(vocab.name + ".out").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(texts) - 1
+    return [(t, [int(i) for i in line.split()]) for t, line in zip(texts[:-1], lines, strict=True)]
+
+
+def test_tokenizer_matches_llama_cpp_vectors(llama_source: LlamaCppSource, tiny_hf: Path) -> None:
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    cases = llama_cpp_vectors(llama_source.qwen2_vocab)
+    assert len(cases) >= 40
+    raw = Tokenizer.from_file(str(tiny_hf / "tokenizer.json"))
+    hf = AutoTokenizer.from_pretrained(tiny_hf)
+    for text, expected in cases:
+        assert raw.encode(text, add_special_tokens=False).ids == expected, repr(text)
+        assert hf.encode(text, add_special_tokens=False) == expected, repr(text)
+
+
+def test_added_tokens_have_the_real_ids(tiny_hf: Path) -> None:
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(tiny_hf)
+    ids = {content: 151643 + i for i, (content, _) in enumerate(ADDED_TOKENS)}
+    assert ids["<|endoftext|>"] == 151643
+    assert ids["<|im_start|>"] == 151644
+    assert ids["<|vision_start|>"] == 151652
+    assert ids["<|vision_end|>"] == 151653
+    assert ids["<|image_pad|>"] == 151655
+    assert ids["<|file_sep|>"] == 151664
+    for content, token_id in ids.items():
+        assert hf.convert_tokens_to_ids(content) == token_id
+    assert len(hf) == 151665
+    prompt = "<|im_start|>user\n<|vision_start|><|image_pad|><|image_pad|><|vision_end|>Hi<|im_end|>\n"
+    assert hf.encode(prompt, add_special_tokens=False)[:6] == [151644, 872, 198, 151652, 151655, 151655]
+    assert hf.encode("Query: hello", add_special_tokens=False) == [2859, 25, 23811]  # no BOS
+
+
+def test_config_has_the_real_ids_and_image_geometry(tiny_hf: Path) -> None:
+    config = json.loads((tiny_hf / "config.json").read_text())
+    assert config["model_type"] == "qwen2_5_vl"
+    assert config["architectures"] == ["Qwen2_5_VLForConditionalGeneration"]
+    assert (config["image_token_id"], config["video_token_id"]) == (151655, 151656)
+    assert (config["vision_start_token_id"], config["vision_end_token_id"]) == (151652, 151653)
+    text, vision = config["text_config"], config["vision_config"]
+    assert text["vocab_size"] == VOCAB_SIZE == 151936
+    assert text["rope_parameters"]["mrope_section"] == [2, 3, 3]
+    assert (vision["patch_size"], vision["spatial_merge_size"], vision["temporal_patch_size"]) == (14, 2, 2)
+    assert vision["in_channels"] == 3
+    assert vision["out_hidden_size"] == text["hidden_size"] == 64
+    assert vision["window_size"] == 112
+    assert vision["fullatt_block_indexes"] == [1, 3]
+
+    pre = json.loads((tiny_hf / "preprocessor_config.json").read_text())
+    assert (pre["min_pixels"], pre["max_pixels"]) == (3136, 602112)
+    assert (pre["patch_size"], pre["merge_size"], pre["temporal_patch_size"]) == (14, 2, 2)
+    assert pre["image_mean"] == list(IMAGE_MEAN) == [0.48145466, 0.4578275, 0.40821073]
+    assert pre["image_std"] == list(IMAGE_STD) == [0.26862954, 0.26130258, 0.27577711]
+    tok = json.loads((tiny_hf / "tokenizer_config.json").read_text())
+    assert tok["tokenizer_class"] == "Qwen2Tokenizer"
+    assert tok["bos_token"] is None and tok["add_bos_token"] is False
+
+
+def test_same_seed_same_bytes_other_seed_other_weights(
+    tmp_path: Path, llama_source: LlamaCppSource, tokenizer_cache: Path, tiny_hf: Path
+) -> None:
+    again = build_checkpoint(tmp_path / "again", llama_source.qwen2_vocab, seed=0, cache_dir=tokenizer_cache)
+    other = build_checkpoint(tmp_path / "other", llama_source.qwen2_vocab, seed=1, cache_dir=tokenizer_cache)
+    names = sorted(p.name for p in tiny_hf.iterdir())
+    assert "model.safetensors" in names
+    assert sorted(p.name for p in again.iterdir()) == names
+    for name in names:
+        assert (again / name).read_bytes() == (tiny_hf / name).read_bytes(), name
+    assert (other / "model.safetensors").read_bytes() != (tiny_hf / "model.safetensors").read_bytes()
+    assert (other / "config.json").read_bytes() == (tiny_hf / "config.json").read_bytes()
+
+
+def test_transformers_loads_every_weight(tiny_hf: Path) -> None:
+    import torch
+    from safetensors import safe_open
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    model, info = Qwen2_5_VLForConditionalGeneration.from_pretrained(tiny_hf, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    inner = model.model
+    assert model.lm_head.weight.data_ptr() == inner.language_model.embed_tokens.weight.data_ptr()  # tied
+    with safe_open(str(tiny_hf / "model.safetensors"), "pt") as f:
+        q_bias = f.get_tensor("model.layers.0.self_attn.q_proj.bias")
+        ln_q = f.get_tensor("visual.merger.ln_q.weight")
+        embed = f.get_tensor("model.embed_tokens.weight")
+    assert torch.equal(q_bias, inner.language_model.layers[0].self_attn.q_proj.bias)
+    assert torch.equal(ln_q, inner.visual.merger.ln_q.weight)
+    # sane scales: unit-variance embeddings, norm weights around 1, non-zero biases
+    assert 0.95 < float(embed.std()) < 1.05
+    assert 0.8 < float(ln_q.mean()) < 1.2
+    assert float(q_bias.abs().mean()) > 0.01
+
+
+def test_geometry_checks_and_the_3b_size() -> None:
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    tiny = ModelGeometry.tiny()
+    assert tiny.out_hidden == tiny.text_hidden == 64
+    with pytest.raises(ConfigError, match="mrope_section"):
+        ModelGeometry(**{**tiny.__dict__, "mrope_section": (2, 2, 2)})
+    with pytest.raises(ConfigError, match="equally spaced"):
+        ModelGeometry(**{**tiny.__dict__, "fullatt_block_indexes": (1, 2)})
+    with pytest.raises(ConfigError, match="dtype"):
+        build_checkpoint(Path("unused"), Path("unused"), dtype="int8")
+
+    big = ModelGeometry.qwen25vl_3b()
+    assert big.fullatt_block_indexes == (7, 15, 23, 31)
+    with torch.device("meta"):
+        model = Qwen2_5_VLForConditionalGeneration(Qwen2_5_VLConfig(**big.hf_config("bfloat16")))
+    n_params = sum(p.numel() for p in model.parameters())  # the tied lm_head counts once
+    assert 3.70e9 < n_params < 3.80e9
+
+
+def _gguf_string(path: Path, key: str) -> str:
+    """A string value from a GGUF header, without parsing the 151936-entry token list (GGUFReader: ~8 s)."""
+    with path.open("rb") as f:
+        head = f.read(1 << 20)
+    needle = struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", 8)  # 8: GGUF string type
+    at = head.index(needle) + len(needle)
+    (length,) = struct.unpack_from("<Q", head, at)
+    return head[at + 8 : at + 8 + length].decode()
+
+
+@pytest.mark.slow
+def test_converter_accepts_the_checkpoint(
+    tmp_path: Path, llama_source: LlamaCppSource, tiny_hf: Path
+) -> None:
+    converter = str(llama_source.converter)
+    lm, mmproj = tmp_path / "lm.gguf", tmp_path / "mmproj.gguf"
+    for args in ([str(tiny_hf), "--outfile", str(lm)], [str(tiny_hf), "--mmproj", "--outfile", str(mmproj)]):
+        done = subprocess.run(
+            [sys.executable, converter, *args, "--outtype", "f16"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    # the pre-tokenizer hash check recognised the rebuilt tokenizer as Qwen2's
+    assert _gguf_string(lm, "tokenizer.ggml.pre") == "qwen2"
+    assert _gguf_string(lm, "general.architecture") == "qwen2vl"
+    assert _gguf_string(mmproj, "clip.projector_type") == "qwen2.5vl_merger"
