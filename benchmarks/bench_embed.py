@@ -1,0 +1,246 @@
+"""Embedding speed and memory: docvec (llama.cpp) against the transformers reference, side by side.
+
+    python benchmarks/bench_embed.py            # the tiny test model
+    python benchmarks/bench_embed.py --full     # random weights, real Qwen2.5-VL-3B geometry (7.5 GB, cached)
+
+Every engine runs in its own process, one after the other in this run, on the same weights and thread
+count: seconds per query and per page image (three sizes, split into vision encoder and language model),
+peak RSS, and ratios against docvec's default. With --full, parity against torch fp32 is checked too.
+This machine is shared and noisy: compare the ratios of one run, not absolute numbers across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES = [
+    "total amount due on the invoice",
+    "quarterly revenue by region",
+    "who signed the contract",
+    "diagram of the cooling system",
+    "table of contents",
+]
+#: (name, width, height): 256, 352 and 736 image tokens at jina-v4's bounds
+IMAGES = [("square-448", 448, 448), ("slide-896x504", 896, 504), ("a4-page-1240x1754", 1240, 1754)]
+
+
+def _page(w: int, h: int) -> Any:
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (w, h), "white")
+    d = ImageDraw.Draw(img)
+    for i in range(0, h - 40, 24):
+        d.text(
+            (30, 20 + i),
+            f"Line {i // 24}: lorem ipsum dolor sit amet, consectetur {i * 7919 % 997}",
+            fill="black",
+        )
+    d.rectangle((w // 2, h // 2, w - 40, h - 40), fill=(40, 90, 200))
+    return img
+
+
+# -- one engine, in a child process ----------------------------------------------------------------------
+
+
+def _child(spec: dict[str, Any]) -> dict[str, Any]:
+    import resource
+
+    import numpy as np
+
+    threads = spec["threads"]
+    out: dict[str, Any] = {"queries": [], "images": {}}
+    t0 = time.perf_counter()
+    if spec["engine"] == "docvec":
+        from docvec import Embedder, EmbedSettings, ModelFiles
+
+        emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"])), EmbedSettings(threads=threads))
+        out["load_s"] = time.perf_counter() - t0
+        emb.embed_queries(["warm up"])
+        for q in QUERIES:
+            t = time.perf_counter()
+            v = emb.embed_queries([q])
+            out["queries"].append(time.perf_counter() - t)
+        out["query_vec"] = v[0].tolist()
+        for name, w, h in IMAGES:
+            st = emb.image_states(_page(w, h))
+            a, b = st.span
+            pooled = st.states[a : b + 1].mean(0)
+            out["images"][name] = {
+                "vision_s": st.vision_seconds,
+                "lm_s": st.lm_seconds,
+                "tokens": int(st.states.shape[0]),
+                "vec": (pooled / np.linalg.norm(pooled)).tolist(),
+            }
+    else:
+        import torch
+
+        from docvec.reference import ReferenceEmbedder
+
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
+        ref = ReferenceEmbedder(Path(spec["hf"]), dtype=dtype, threads=threads)
+        out["load_s"] = time.perf_counter() - t0
+        ref.embed_queries(["warm up"])
+        for q in QUERIES:
+            t = time.perf_counter()
+            v = ref.embed_queries([q])
+            out["queries"].append(time.perf_counter() - t)
+        out["query_vec"] = v[0].tolist()
+        model = ref._model
+        for name, w, h in IMAGES:
+            img = _page(w, h)
+            pixels, grid = ref._pixels(img)
+            with torch.inference_mode():
+                t = time.perf_counter()
+                model.get_image_features(pixel_values=pixels.to(dtype), image_grid_thw=grid)
+                vision = time.perf_counter() - t
+            t = time.perf_counter()
+            states, (a, b) = ref.token_states_image(img)
+            total = time.perf_counter() - t
+            pooled = states[a : b + 1].mean(0)
+            out["images"][name] = {
+                "vision_s": vision,
+                "lm_s": max(total - vision, 0.0),
+                "tokens": int(states.shape[0]),
+                "vec": (pooled / np.linalg.norm(pooled)).tolist(),
+            }
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": str(spec["threads"])},
+    )
+    if proc.returncode != 0:
+        return {"error": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"}
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+# -- the parent: build, run every engine, print the table --------------------------------------------------
+
+
+def _models(full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
+    from docvec.convert import convert_checkpoint, cpu_has_bf16
+    from docvec.tiny import ModelGeometry, build_checkpoint
+    from docvec.toolchain import LlamaCppSource
+
+    src = LlamaCppSource.in_cache(cache)
+    base = cache / "models" / ("bench-3b" if full else "bench-tiny")
+    hf = base / "hf"
+    if not (hf / "config.json").is_file():
+        print(
+            f"building {'the 3B-geometry' if full else 'the tiny'} checkpoint in {hf} (once) ...", flush=True
+        )
+        geometry = ModelGeometry.qwen25vl_3b() if full else ModelGeometry.tiny()
+        build_checkpoint(
+            hf,
+            src.qwen2_vocab,
+            geometry,
+            dtype="bfloat16" if full else "float32",
+            cache_dir=cache / "tokenizers",
+        )
+    types = ["f16", "bf16"] if cpu_has_bf16() else ["f16"]
+    out = {}
+    for t in types:
+        d = base / t
+        lm, mm = d / f"m-{t.upper()}.gguf", d / f"mmproj-m-{t.upper()}.gguf"
+        if not (lm.is_file() and mm.is_file()):
+            print(f"converting to {t.upper()} GGUFs (once) ...", flush=True)
+            convert_checkpoint(hf, d, source=src, name="m", outtype=t)  # type: ignore[arg-type]
+        out[f"docvec {t.upper()}"] = (lm, mm)
+    return hf, out
+
+
+def _cos(a: list[float], b: list[float]) -> float:
+    import numpy as np
+
+    x, y = np.asarray(a), np.asarray(b)
+    return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="the real Qwen2.5-VL-3B geometry (random weights)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--skip-fp32", action="store_true", help="skip torch fp32 (needs ~22 GB at full size)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(_child(json.loads(args.child))))
+        return
+
+    from docvec.config import Settings
+
+    cache = Settings().cache_dir
+    hf, ggufs = _models(args.full, cache)
+    engines: dict[str, dict[str, Any]] = {}
+    for name, (lm, mm) in ggufs.items():
+        engines[name] = {"engine": "docvec", "lm": str(lm), "mmproj": str(mm), "threads": args.threads}
+    engines["torch bf16"] = {"engine": "torch", "dtype": "bf16", "hf": str(hf), "threads": args.threads}
+    if not args.skip_fp32:
+        engines["torch fp32"] = {"engine": "torch", "dtype": "fp32", "hf": str(hf), "threads": args.threads}
+
+    results = {}
+    for name, spec in engines.items():
+        print(f"running {name} ...", flush=True)
+        results[name] = _run_engine(spec)
+
+    default = next(iter(ggufs)) if len(ggufs) == 1 else "docvec BF16"
+    print(
+        f"\n{'3B geometry' if args.full else 'tiny model'}, {args.threads} threads; seconds (median of "
+        f"{len(QUERIES)} queries; one run per image), peak RSS; x = time relative to {default}\n"
+    )
+    head = f"{'engine':<14}{'query s':>10}"
+    for n, _, _ in IMAGES:
+        head += f"{n + ' (vision+LM) s':>40}"
+    print(head + f"{'peak RSS MB':>14}")
+    base = results.get(default, {})
+    for name, r in results.items():
+        if "error" in r:
+            print(f"{name:<14} failed: {r['error']}")
+            continue
+        q = statistics.median(r["queries"])
+        row = f"{name:<14}{q:>10.3f}"
+        if "queries" in base:
+            row += f" ({q / statistics.median(base['queries']):.2f}x)"
+        for n, _, _ in IMAGES:
+            im = r["images"][n]
+            tot = im["vision_s"] + im["lm_s"]
+            cell = f"{tot:.2f} ({im['vision_s']:.2f}+{im['lm_s']:.2f})"
+            if "images" in base:
+                b = base["images"][n]
+                cell += f" {tot / (b['vision_s'] + b['lm_s']):.2f}x"
+            row += f"{cell:>40}"
+        print(row + f"{r['peak_rss_mb']:>14.0f}")
+
+    ref = results.get("torch fp32") or results.get("torch bf16")
+    if ref and "error" not in ref:
+        which = "torch fp32" if "torch fp32" in results else "torch bf16"
+        print(f"\npooled cosine against {which} (parity):")
+        for name, r in results.items():
+            if name == which or "error" in r:
+                continue
+            cs = [_cos(r["query_vec"], ref["query_vec"])] + [
+                _cos(r["images"][n]["vec"], ref["images"][n]["vec"]) for n, _, _ in IMAGES
+            ]
+            print(
+                f"  {name:<14} query {cs[0]:.7f}  "
+                + "  ".join(f"{n} {c:.7f}" for (n, _, _), c in zip(IMAGES, cs[1:], strict=True))
+            )
+
+
+if __name__ == "__main__":
+    main()

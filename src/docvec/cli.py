@@ -1,0 +1,225 @@
+"""The ``docvec`` command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .config import EmbedSettings, Settings
+from .errors import DocvecError
+
+app = typer.Typer(
+    help="docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+models_app = typer.Typer(help="Build, convert and download models.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+out = Console()
+err = Console(stderr=True)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Show docvec's errors as one clear line and exit 2, instead of a traceback."""
+    try:
+        yield
+    except DocvecError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def _settings(**overrides: Any) -> Settings:
+    with _errors():
+        try:
+            s = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        except ValueError as e:
+            from .errors import ConfigError
+
+            raise ConfigError(str(e)) from None
+    logging.basicConfig(level=s.log_level, format="%(levelname)s %(name)s: %(message)s")
+    return s
+
+
+def _embed_settings(s: Settings, **overrides: object) -> EmbedSettings:
+    from .errors import ConfigError
+
+    data = s.embed.model_dump()
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return EmbedSettings(**data)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+@app.command()
+def embed(
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model folder, LM,MMPROJ pair or registry name.")
+    ] = None,
+    query: Annotated[
+        list[str] | None, typer.Option("--query", "-q", help="A search query (repeatable).")
+    ] = None,
+    passage: Annotated[
+        list[str] | None, typer.Option("--passage", "-p", help="A text passage (repeatable).")
+    ] = None,
+    image: Annotated[
+        list[Path] | None, typer.Option("--image", "-i", help="An image file (repeatable).")
+    ] = None,
+    dim: Annotated[int | None, typer.Option(help="Vector size: 128, 256, 512, 1024 or 2048.")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON: a list of {kind, input, vector}.")
+    ] = False,
+) -> None:
+    """Embed queries, passages and images and print the vectors."""
+    from .embed import Embedder
+
+    s = _settings(model=model)
+    if not (query or passage or image):
+        err.print("[bold red]error:[/] give at least one --query, --passage or --image")
+        raise typer.Exit(2)
+    with _errors():
+        es = _embed_settings(s, dim=dim, threads=threads)
+        inputs: list[tuple[str, str]] = []
+        vectors: list[np.ndarray] = []
+        with Embedder.open(s.model, es) as emb:
+            if query:
+                vectors.append(emb.embed_queries(query))
+                inputs += [("query", q) for q in query]
+            if passage:
+                vectors.append(emb.embed_passages(passage))
+                inputs += [("passage", p) for p in passage]
+            if image:
+                vectors.append(emb.embed_images(image))
+                inputs += [("image", str(p)) for p in image]
+    mat = np.concatenate(vectors)
+    if as_json:
+        rows = [
+            {"kind": k, "input": t, "vector": [round(float(x), 7) for x in v]}
+            for (k, t), v in zip(inputs, mat, strict=True)
+        ]
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    table = Table("kind", "input", "dim", "vector")
+    for (k, t), v in zip(inputs, mat, strict=True):
+        head = " ".join(f"{x:+.4f}" for x in v[:6])
+        table.add_row(k, t, str(len(v)), f"[{head} ...]")
+    out.print(table)
+
+
+@models_app.command("tiny")
+def models_tiny(
+    out_dir: Annotated[Path, typer.Argument(help="Folder for the checkpoint (hf/) and its GGUFs.")],
+    seed: Annotated[int, typer.Option(help="Random seed of the weights.")] = 0,
+    outtype: Annotated[str, typer.Option(help="GGUF type: f16, bf16 or f32.")] = "f16",
+) -> None:
+    """Build the offline test model: a random-weight Qwen2.5-VL of the real architecture, and its GGUFs."""
+    from .models import build_tiny_model
+
+    s = _settings()
+    with _errors():
+        files = build_tiny_model(out_dir, cache_dir=s.cache_dir, seed=seed, outtype=outtype)  # type: ignore[arg-type]
+    out.print(f"checkpoint  {out_dir / 'hf'}\nlanguage    {files.language_model}\nmmproj      {files.mmproj}")
+    out.print("[yellow]The weights are random: the vectors test the machinery, they mean nothing.[/]")
+
+
+@models_app.command("convert")
+def models_convert(
+    hf_dir: Annotated[Path, typer.Argument(help="Hugging Face checkpoint folder (Qwen2.5-VL architecture).")],
+    out_dir: Annotated[Path, typer.Argument(help="Output folder.")],
+    outtype: Annotated[
+        str | None, typer.Option(help="f16, bf16 or f32; default bf16 where the CPU has bf16, else f16.")
+    ] = None,
+    mmproj_outtype: Annotated[
+        str | None, typer.Option(help="Type of the mmproj; default: --outtype.")
+    ] = None,
+    quantize: Annotated[
+        list[str] | None, typer.Option(help="Also quantize: Q8_0, Q6_K, Q5_K_M, Q4_K_M (repeatable).")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Base name of the files; default: the folder name.")
+    ] = None,
+) -> None:
+    """Convert a checkpoint into a language-model GGUF and an mmproj GGUF (and quantizations)."""
+    from .convert import convert_checkpoint, default_outtype
+    from .toolchain import LlamaCppSource
+
+    s = _settings()
+    with _errors():
+        res = convert_checkpoint(
+            hf_dir,
+            out_dir,
+            source=LlamaCppSource.in_cache(s.cache_dir),
+            name=name,
+            outtype=(outtype or default_outtype()),  # type: ignore[arg-type]
+            mmproj_outtype=mmproj_outtype,  # type: ignore[arg-type]
+            quantize=tuple(quantize or ()),
+            threads=s.embed.threads,
+        )
+    out.print(f"language    {res.main.language_model}\nmmproj      {res.main.mmproj}")
+    for q, f in res.quantized.items():
+        out.print(f"{q:<11} {f.language_model.parent}")
+
+
+@models_app.command("pull")
+def models_pull(
+    name: Annotated[str, typer.Argument(help="Registry name, e.g. jina-v4.")],
+    quant: Annotated[
+        str | None, typer.Option(help="Quantization of the language model (default Q8_0).")
+    ] = None,
+    hf_cache: Annotated[
+        Path | None, typer.Option(help="Hugging Face cache folder (default: HF_HOME's).")
+    ] = None,
+) -> None:
+    """Download a published model's GGUFs (language model and vision encoder) from Hugging Face."""
+    from . import hub
+
+    _settings()
+    with _errors():
+        err.print(hub.licence_notice(name), highlight=False)
+        files = hub.pull(name, quant=quant, cache_dir=hf_cache)
+    out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
+    out.print(f"use it with: docvec embed --model {name} ... (or DOCVEC_MODEL={name})")
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """List the registry's models and whether they are downloaded."""
+    from . import hub
+
+    _settings()
+    table = Table("name", "quantizations", "downloaded", "licence")
+    for n in hub.registry_names():
+        m = hub.get_model(n)
+        table.add_row(n, ", ".join(m.quants), "yes" if hub.find_cached(n) else "no", m.licence_id)
+    out.print(table)
+
+
+@app.command()
+def demo(
+    model_dir: Annotated[
+        Path | None, typer.Option(help="Where to build the tiny model; default: the cache folder.")
+    ] = None,
+) -> None:
+    """Build the offline test model, embed two page images and two queries, print their similarities."""
+    from .demo import run_demo
+
+    s = _settings()
+    with _errors():
+        run_demo(model_dir or s.cache_dir / "models" / "tiny", cache_dir=s.cache_dir, console=out)
+
+
+def main() -> None:  # pragma: no cover
+    app()

@@ -1,0 +1,82 @@
+"""Shared fixtures: the tiny random-weight Qwen2.5-VL, built once per session with the tools users run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from docvec import Embedder, EmbedSettings, ModelFiles
+from docvec.config import Settings
+from docvec.models import build_tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+#: ../shared from the project root, as laid out for developers and CI
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    """docvec's cache folder: the unpacked llama-cpp-python source (tools, vocabulary) and tokenizers."""
+    return Settings().cache_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
+    """A fresh tiny model folder: hf/ checkpoint plus F16 GGUFs, built and converted at test time."""
+    out = tmp_path_factory.mktemp("tiny")
+    build_tiny_model(out, cache_dir=cache_dir, outtype="f16")
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_files(tiny_dir: Path) -> ModelFiles:
+    return ModelFiles(next(tiny_dir.glob("tiny-*.gguf")), next(tiny_dir.glob("mmproj-*.gguf")))
+
+
+@pytest.fixture(scope="session")
+def embedder(tiny_files: ModelFiles) -> Iterator[Embedder]:
+    emb = Embedder(tiny_files, EmbedSettings(threads=2))
+    yield emb
+    emb.close()
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not (CORPUS / "MANIFEST.tsv").is_file():
+        pytest.fail(
+            f"the shared corpus is missing at {CORPUS} (expected ../shared/corpus from the project root)"
+        )
+    return CORPUS
+
+
+def page_image(width: int, height: int, seed: int = 0) -> Image.Image:
+    """A deterministic image with structure (gradients, blocks, text-like strokes), not flat colour."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack(
+        [(x * 255 // max(width - 1, 1)), (y * 255 // max(height - 1, 1)), ((x + y) * 3) % 256], axis=-1
+    ).astype(np.uint8)
+    for _ in range(12):
+        x0, y0 = int(rng.integers(0, width)), int(rng.integers(0, height))
+        base[y0 : y0 + max(height // 20, 1), x0 : x0 + max(width // 5, 1)] = rng.integers(0, 256, 3)
+    return Image.fromarray(base, "RGB")
+
+
+_REPORT: list[tuple[str, float]] = []
+
+
+def report(what: str, value: float) -> None:
+    """Record a measured number; the run prints them all at the end (parity cosines, for example)."""
+    _REPORT.append((what, value))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _REPORT:
+        terminalreporter.section("measured")
+        for what, value in _REPORT:
+            terminalreporter.write_line(f"{what}: {value:.7f}")

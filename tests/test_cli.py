@@ -1,0 +1,156 @@
+"""The `docvec` command line, run as users run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from pydantic import TypeAdapter
+from typer.testing import CliRunner
+
+from docvec import Embedder, ModelFiles
+from docvec.cli import app
+from docvec.hub import REGISTRY
+from docvec.records import EmbeddingRecord
+
+from .conftest import page_image
+from .test_hub import fill_cache
+
+runner = CliRunner()
+
+
+def _docvec(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed console script in a fresh process."""
+    exe = Path(sys.executable).with_name("docvec")
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300
+    )
+
+
+def test_embed_json_matches_the_library(tiny_dir: Path, embedder: Embedder, tmp_path: Path) -> None:
+    img = tmp_path / "page.png"
+    page_image(300, 420).save(img)
+    r = runner.invoke(
+        app,
+        [
+            "embed",
+            "--model",
+            str(tiny_dir),
+            "-q",
+            "invoice total",
+            "-p",
+            "a passage",
+            "-i",
+            str(img),
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    rows = TypeAdapter(list[EmbeddingRecord]).validate_json(r.stdout)
+    assert [(x.kind, x.input) for x in rows] == [
+        ("query", "invoice total"),
+        ("passage", "a passage"),
+        ("image", str(img)),
+    ]
+    np.testing.assert_allclose(rows[0].vector, embedder.embed_queries(["invoice total"])[0], atol=1e-6)
+    np.testing.assert_allclose(rows[2].vector, embedder.embed_images([img])[0], atol=1e-6)
+
+
+def test_embed_table(tiny_dir: Path) -> None:
+    r = runner.invoke(app, ["embed", "--model", str(tiny_dir), "-q", "hello"])
+    assert r.exit_code == 0, r.output
+    assert "query" in r.stdout and "hello" in r.stdout and "64" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["embed", "--model", "/no/such/model", "-q", "x"], "/no/such/model: no such file or folder"),
+        (["embed", "-q", "x", "--model", "never-pulled"], "docvec models pull never-pulled"),
+        (["embed", "-q", "x", "--dim", "300"], "dim must be one of"),
+        (["embed"], "give at least one --query, --passage or --image"),
+    ],
+)
+def test_embed_errors_are_one_clear_line(args: list[str], message: str, tiny_dir: Path) -> None:
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2
+    assert message in " ".join(r.output.split()) and "Traceback" not in r.output
+
+
+def test_embed_bad_image_names_the_file(tiny_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "scan.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    good = tmp_path / "ok.png"
+    Image.new("RGB", (64, 64), "white").save(good)
+    r = runner.invoke(app, ["embed", "--model", str(tiny_dir), "-i", str(good), "-i", str(bad)])
+    assert r.exit_code == 2
+    assert "item 1" in r.output and "scan.jpg" in r.output
+
+
+def test_convert_with_quantization_makes_complete_model_folders(tiny_dir: Path, tmp_path: Path) -> None:
+    r = runner.invoke(
+        app,
+        [
+            "models",
+            "convert",
+            str(tiny_dir / "hf"),
+            str(tmp_path),
+            "--outtype",
+            "f16",
+            "--quantize",
+            "Q8_0",
+            "--name",
+            "m",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in tmp_path.glob("*.gguf")) == ["m-F16.gguf", "mmproj-m-F16.gguf"]
+    assert sorted(p.name for p in (tmp_path / "Q8_0").glob("*.gguf")) == ["m-Q8_0.gguf", "mmproj-m-F16.gguf"]
+    with Embedder.open(tmp_path / "Q8_0") as emb:
+        assert emb.embed_queries(["ok"]).shape == (1, 64)
+
+
+def test_convert_errors(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["models", "convert", str(tmp_path), str(tmp_path / "out")])
+    assert r.exit_code == 2 and "not a Hugging Face checkpoint folder" in r.output
+
+
+def test_pull_offline_says_what_to_do(tmp_path: Path) -> None:
+    r = _docvec("models", "pull", "jina-v4", env={"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 2, r.stderr
+    assert "CC BY-NC 4.0" in r.stderr  # the licence is shown before anything is fetched
+    assert "jinaai/jina-embeddings-v4-text-retrieval-GGUF" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_pulled_registry_model_is_used_by_name(tiny_files: ModelFiles, tmp_path: Path) -> None:
+    """A pre-filled Hugging Face cache stands in for the download: pull, list and embed by name, offline."""
+    m = REGISTRY["jina-v4"]
+    fill_cache(
+        tmp_path,
+        m.lm_repo,
+        {
+            m.lm_files[m.default_quant]: tiny_files.language_model.read_bytes(),
+            m.mmproj_file: tiny_files.mmproj.read_bytes(),
+        },
+    )
+    env = {"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    pulled = _docvec("models", "pull", "jina-v4", env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert m.lm_files[m.default_quant] in pulled.stdout.replace("\n", "")
+    listed = _docvec("models", "list", env=env)
+    assert listed.returncode == 0 and "yes" in listed.stdout
+    out = _docvec("embed", "-q", "hello", "--json", env={**env, "DOCVEC_MODEL": "jina-v4"})
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)[0]["vector"]) == 64
+
+
+def test_demo_runs(tmp_path: Path, cache_dir: Path) -> None:
+    r = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")])
+    assert r.exit_code == 0, r.output
+    assert "total amount due on the invoice" in r.stdout and "random" in r.stdout

@@ -1,0 +1,157 @@
+"""The embedder's behaviour on the tiny model: shapes, norms, dims, batching, threads, bad input."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from docvec import Embedder, EmbedSettings, ModelFiles
+from docvec.embed import normalize
+from docvec.errors import ConfigError, InputError
+
+from .conftest import page_image
+
+
+def test_vectors_are_unit_float32_rows(embedder: Embedder) -> None:
+    q = embedder.embed_queries(["what is the invoice total", "revenue chart"])
+    p = embedder.embed_passages(["The total due is 1,530.00 EUR."])
+    i = embedder.embed_images([page_image(300, 400)])
+    for v, n in ((q, 2), (p, 1), (i, 1)):
+        assert v.dtype == np.float32 and v.shape == (n, embedder.hidden_size)
+        np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert abs(float(q[0] @ q[1])) < 0.99  # different inputs, different vectors
+
+
+def test_query_and_passage_prompts_differ(embedder: Embedder) -> None:
+    q = embedder.embed_queries(["invoice"])
+    p = embedder.embed_passages(["invoice"])
+    assert float(q[0] @ p[0]) < 0.9999
+    assert embedder.text_states("Query: invoice").states.shape[0] == len(
+        embedder._model.tokenize("Query: invoice")
+    )
+
+
+def test_same_input_same_vector(embedder: Embedder) -> None:
+    img = page_image(200, 300, seed=3)
+    a = embedder.embed_images([img, img])
+    np.testing.assert_array_equal(a[0], a[1])
+    np.testing.assert_array_equal(embedder.embed_queries(["x y z"]), embedder.embed_queries(["x y z"]))
+
+
+def test_matryoshka_dims(tiny_files: ModelFiles) -> None:
+    full = normalize(np.arange(1, 9, dtype=np.float32)[None, :])
+    np.testing.assert_allclose(normalize(full, 4), normalize(np.arange(1, 5, dtype=np.float32)[None, :]))
+    with Embedder(tiny_files, EmbedSettings(dim=128, threads=1)) as emb:
+        # the tiny model is 64 wide: any size of 64 or more is its full vector
+        assert emb.dim == 64 and emb.embed_queries(["a"]).shape == (1, 64)
+        with pytest.raises(ConfigError, match="dim must be one of 128, 256, 512, 1024, 2048, not 100"):
+            emb.embed_queries(["a"], dim=100)
+    with pytest.raises(ValueError, match="dim must be one of"):
+        EmbedSettings(dim=300)
+
+
+def test_sub_batched_decoding_gives_the_same_states(tiny_files: ModelFiles) -> None:
+    """Tokens decoded in sub-batches (bounded memory) match one big batch: KV cache + causal mask.
+
+    At 256 the states are identical; much smaller batches take other ggml kernels (different rounding), so
+    there the pooled vectors are compared.
+    """
+    img = page_image(900, 700, seed=5)  # 768 tokens at the default max_pixels
+    long_text = "Passage: " + "the quick brown fox jumps over the lazy dog " * 40
+    states = {}
+    for nb in (1024, 256, 16):
+        with Embedder(tiny_files, EmbedSettings(decode_batch=nb, threads=2)) as emb:
+            states[nb] = (emb.image_states(img), emb.text_states(long_text))
+    (img_full, text_full), (img_256, text_256), (img_16, text_16) = states.values()
+    assert img_full.states.shape[0] > 700 and text_full.states.shape[0] > 300
+    np.testing.assert_allclose(img_256.states, img_full.states, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(text_256.states, text_full.states, rtol=0, atol=1e-5)
+    for a, b in ((img_16, img_full), (text_16, text_full)):
+        sa, sb = (getattr(x, "span", (0, len(x.states) - 1)) for x in (a, b))
+        pa, pb = (normalize(x.states[s[0] : s[1] + 1].mean(0)[None]) for x, s in ((a, sa), (b, sb)))
+        assert float((pa @ pb.T)[0, 0]) >= 0.99999
+
+
+def test_image_span_and_sizes(embedder: Embedder) -> None:
+    st = embedder.image_states(page_image(350, 238))
+    assert st.size == (336, 224)
+    n_image = int((st.token_ids == -1).sum())
+    assert n_image == (336 // 28) * (224 // 28)
+    a, b = st.span
+    assert b - a + 1 == n_image + 2  # <|vision_start|>, the image tokens, <|vision_end|>
+    assert st.token_ids[a] == 151652 and st.token_ids[b] == 151653
+
+
+def test_pixel_bounds_are_settings(tiny_files: ModelFiles) -> None:
+    with Embedder(tiny_files, EmbedSettings(max_pixels=28 * 28 * 16, threads=1)) as emb:
+        st = emb.image_states(page_image(1000, 1000))
+        assert st.size == (112, 112) and int((st.token_ids == -1).sum()) == 16
+    with pytest.raises(ValueError, match=r"min_pixels .* is larger than max_pixels"):
+        EmbedSettings(min_pixels=10_000, max_pixels=5_000)
+
+
+def test_bad_items_are_named(embedder: Embedder, tmp_path: Path, corpus: Path) -> None:
+    good = page_image(100, 100)
+    with pytest.raises(InputError, match="item 1: empty text"):
+        embedder.embed_queries(["fine", "   "])
+    with pytest.raises(InputError, match="item 0: expected a string, got int"):
+        embedder.embed_passages([3])  # type: ignore[list-item]
+    with pytest.raises(InputError, match="must be a list"):
+        embedder.embed_queries("a single string")  # type: ignore[arg-type]
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    with pytest.raises(InputError, match=r"item 1 .*broken\.png: cannot decode image"):
+        embedder.embed_images([good, bad])
+    with pytest.raises(InputError, match=r"item 2 .*minimal-document\.pdf: not an image file"):
+        embedder.embed_images([good, good, corpus / "pysamples__minimal-document.pdf"])
+    with pytest.raises(InputError, match=r"item 0 image: image has no pixels"):
+        embedder.embed_images([Image.new("RGB", (0, 0))])
+    with pytest.raises(InputError, match=r"item 0 .*gone\.jpg: no such file"):
+        embedder.embed_images([tmp_path / "gone.jpg"])
+    # the embedder is still usable after every one of these
+    assert embedder.embed_images([good]).shape == (1, embedder.hidden_size)
+
+
+def test_long_text_is_truncated_with_a_warning(
+    tiny_files: ModelFiles, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Embedder(tiny_files, EmbedSettings(max_text_tokens=32, threads=1)) as emb:
+        st = emb.text_states("word " * 100)
+        assert st.states.shape[0] == 32
+    assert "truncated to max_text_tokens=32" in caplog.text
+
+
+def test_threads_share_one_embedder_safely(embedder: Embedder) -> None:
+    texts = [f"query number {i}" for i in range(6)]
+    expected = embedder.embed_queries(texts)
+    img = page_image(280, 280, seed=9)
+    expected_img = embedder.embed_images([img])
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            results[k] = embedder.embed_queries(texts) if k % 2 else embedder.embed_images([img])
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for k, v in results.items():
+        np.testing.assert_array_equal(v, expected if k % 2 else expected_img)
+
+
+def test_close_is_idempotent(tiny_files: ModelFiles) -> None:
+    emb = Embedder(tiny_files, EmbedSettings(threads=1))
+    emb.close()
+    emb.close()
+    with Embedder(tiny_files) as e2:
+        assert e2.embed_queries(["ok"]).shape == (1, 64)

@@ -1,0 +1,79 @@
+"""Each patch in llama.cpp/patches has a test here that fails without it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from docvec import ModelFiles
+from docvec.convert import convert_checkpoint
+from docvec.toolchain import LlamaCppSource
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_EMBED = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from docvec import Embedder, EmbedSettings, ModelFiles
+    from tests.conftest import page_image
+    lm, mm = sys.argv[1:3]
+    with Embedder(ModelFiles(Path(lm), Path(mm)), EmbedSettings(threads=2)) as emb:
+        q = emb.embed_passages(["a passage long enough to fill several 16-row AMX tiles " * 8])
+        i = emb.embed_images([page_image(448, 448)])
+    print(json.dumps({"q": q[0].tolist(), "i": i[0].tolist()}))
+    """
+)
+
+
+def _embed_in_subprocess(files: ModelFiles) -> subprocess.CompletedProcess[str]:
+    # a crash in native code must fail this test, not kill the test run
+    return subprocess.run(
+        [sys.executable, "-c", _EMBED, str(files.language_model), str(files.mmproj)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+def test_quantized_model_on_this_cpu(
+    tiny_dir: Path, tiny_files: ModelFiles, cache_dir: Path, tmp_path: Path
+) -> None:
+    """0001-amx-tile-config-dead-stores.patch: quantized models on AMX CPUs (this machine class).
+
+    Unpatched, ggml's AMX matmul loads a tile configuration whose stores GCC deleted and dies with
+    SIGSEGV on the first multi-token batch; on CPUs without AMX this path is not taken and the test
+    checks quantized embeddings in general.
+    """
+    q = convert_checkpoint(
+        tiny_dir / "hf",
+        tmp_path,
+        source=LlamaCppSource.in_cache(cache_dir),
+        name="t",
+        outtype="f16",
+        quantize=("Q8_0", "Q4_K_M"),
+    )
+    ref = _embed_in_subprocess(tiny_files)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    want = json.loads(ref.stdout)
+    for quant, files in q.quantized.items():
+        r = _embed_in_subprocess(files)
+        assert r.returncode == 0, f"{quant}: exit {r.returncode}\n{r.stderr[-2000:]}"
+        got = json.loads(r.stdout)
+        for k in ("q", "i"):
+            # close to the F16 model: a wrong tile shape would give garbage, not a small error
+            assert float(np.dot(got[k], want[k])) > 0.9, (quant, k)
+
+
+def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
+    src = LlamaCppSource.in_cache(cache_dir)
+    mmq = (src.vendor / "ggml" / "src" / "ggml-cpu" / "amx" / "mmq.cpp").read_text()
+    assert '__asm__ __volatile__("" : : "r"(&tc) : "memory");' in mmq
+    patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
+    assert patches == ["0001-amx-tile-config-dead-stores.patch"]
