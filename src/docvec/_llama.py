@@ -74,6 +74,9 @@ class LlamaModel:
         self._ll = ll
         params = ll.llama_model_default_params()
         params.n_gpu_layers = gpu_layers if gpu_layers >= 0 else 0x7FFFFFFF
+        # mmap, as llama-cpp-python's own Llama passes: pages are shared between processes and loading
+        # does not copy the model (AUTO leaves the choice to the build and the file system).
+        params.load_mode = ll.LLAMA_LOAD_MODE_MMAP
         handle = ll.llama_model_load_from_file(str(path).encode(), params)
         if not handle:
             raise BackendError(f"{path}: llama.cpp could not load this language model (see the log for why)")
