@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -65,6 +66,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"])), EmbedSettings(threads=threads))
         out["load_s"] = time.perf_counter() - t0
         emb.embed_queries(["warm up"])
+        emb.embed_images([_page(224, 224)])  # first-call costs (allocations, thread pools) out of the timings
         for q in QUERIES:
             t = time.perf_counter()
             v = emb.embed_queries([q])
@@ -89,6 +91,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         ref = ReferenceEmbedder(Path(spec["hf"]), dtype=dtype, threads=threads)
         out["load_s"] = time.perf_counter() - t0
         ref.embed_queries(["warm up"])
+        ref.embed_images([_page(224, 224)])
         for q in QUERIES:
             t = time.perf_counter()
             v = ref.embed_queries([q])
@@ -140,7 +143,9 @@ def _models(full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]
     src = LlamaCppSource.in_cache(cache)
     base = cache / "models" / ("bench-3b" if full else "bench-tiny")
     hf = base / "hf"
-    if not (hf / "config.json").is_file():
+    done = base / "built.stamp"  # written last: an interrupted build is redone, not half-used
+    if not done.is_file():
+        shutil.rmtree(base, ignore_errors=True)
         print(
             f"building {'the 3B-geometry' if full else 'the tiny'} checkpoint in {hf} (once) ...", flush=True
         )
@@ -152,14 +157,16 @@ def _models(full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]
             dtype="bfloat16" if full else "float32",
             cache_dir=cache / "tokenizers",
         )
+        done.write_text("ok")
     types = ["f16", "bf16"] if cpu_has_bf16() else ["f16"]
     out = {}
     for t in types:
         d = base / t
         lm, mm = d / f"m-{t.upper()}.gguf", d / f"mmproj-m-{t.upper()}.gguf"
-        if not (lm.is_file() and mm.is_file()):
+        if not (d / "converted.stamp").is_file():
             print(f"converting to {t.upper()} GGUFs (once) ...", flush=True)
             convert_checkpoint(hf, d, source=src, name="m", outtype=t)  # type: ignore[arg-type]
+            (d / "converted.stamp").write_text("ok")
         out[f"docvec {t.upper()}"] = (lm, mm)
     return hf, out
 

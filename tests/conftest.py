@@ -6,11 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from PIL import Image
 
 from docvec import Embedder, EmbedSettings, ModelFiles
 from docvec.config import Settings
 from docvec.models import build_tiny_model
+from docvec.reference import ReferenceEmbedder
+from docvec.toolchain import LlamaCppSource
 
 ROOT = Path(__file__).resolve().parents[1]
 #: ../shared from the project root, as laid out for developers and CI
@@ -24,11 +27,35 @@ def cache_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def llama_source(cache_dir: Path) -> LlamaCppSource:
+    """The unpacked llama-cpp-python source (converter, Qwen2 vocabulary and its tokenizer test vectors)."""
+    return LlamaCppSource.in_cache(cache_dir)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_cache(cache_dir: Path) -> Path:
+    """Where the tokenizer rebuilt from the GGUF vocabulary is kept between sessions."""
+    return cache_dir / "tokenizers"
+
+
+@pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
     """A fresh tiny model folder: hf/ checkpoint plus F16 GGUFs, built and converted at test time."""
     out = tmp_path_factory.mktemp("tiny")
     build_tiny_model(out, cache_dir=cache_dir, outtype="f16")
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_hf(tiny_dir: Path) -> Path:
+    """The Hugging Face checkpoint the tiny GGUFs were converted from (seed 0, float32)."""
+    return tiny_dir / "hf"
+
+
+@pytest.fixture(scope="session")
+def reference(tiny_hf: Path) -> ReferenceEmbedder:
+    """The PyTorch reference (transformers, fp32) on the tiny checkpoint: the parity oracle."""
+    return ReferenceEmbedder(tiny_hf, dtype=torch.float32, threads=2)
 
 
 @pytest.fixture(scope="session")

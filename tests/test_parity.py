@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 from docvec import Embedder, EmbedSettings, ModelFiles
@@ -72,11 +71,6 @@ def shape_image(name: str) -> Image.Image:
         return a4_page()
     w, h = SHAPES[name]
     return page_image(w, h, seed=len(name))
-
-
-@pytest.fixture(scope="session")
-def reference(tiny_dir: Path) -> ReferenceEmbedder:
-    return ReferenceEmbedder(tiny_dir / "hf", dtype=torch.float32, threads=2)
 
 
 def test_text_tokens_match_the_reference_tokenizer(embedder: Embedder, reference: ReferenceEmbedder) -> None:

@@ -12,8 +12,6 @@ from PIL import Image
 from docvec.errors import ConfigError, InputError, ModelNotFoundError
 from docvec.reference import IMAGE_PROMPT, ReferenceEmbedder
 
-pytest_plugins = ["tests._tiny_fixtures"]
-
 VISION_START, VISION_END, IMAGE_PAD = 151652, 151653, 151655
 
 

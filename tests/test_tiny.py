@@ -14,8 +14,6 @@ from docvec.errors import ConfigError
 from docvec.tiny import ADDED_TOKENS, IMAGE_MEAN, IMAGE_STD, VOCAB_SIZE, ModelGeometry, build_checkpoint
 from docvec.toolchain import LlamaCppSource
 
-pytest_plugins = ["tests._tiny_fixtures"]
-
 SEP = "\n__ggml_vocab_test__\n"
 
 

@@ -25,7 +25,7 @@ from ._llama import LlamaContext, LlamaModel, MtmdContext, PromptChunk
 from .config import EmbedSettings
 from .errors import ConfigError, DocvecError, InputError
 from .images import ImageInput, load_image, prepare_image
-from .modelfiles import GGUFInfo, ModelFiles, resolve_model
+from .modelfiles import GGUFInfo, ModelFiles, inspect_pair, resolve_model
 from .profiles import ModelProfile, profile_for
 
 __all__ = ["Embedder", "ImageStates", "TokenStates", "normalize"]
@@ -69,7 +69,7 @@ class Embedder:
 
     def __init__(self, files: ModelFiles, settings: EmbedSettings | None = None) -> None:
         self.settings = settings or EmbedSettings()
-        _, lm_info, mm_info = resolve_model(f"{files.language_model},{files.mmproj}")
+        lm_info, mm_info = inspect_pair(files)
         self.files = files
         self.profile: ModelProfile = profile_for(lm_info.architecture, mm_info.projector)
         self._check_geometry(mm_info)
@@ -137,18 +137,17 @@ class Embedder:
         """
         d = self._dim(dim)
         items = _as_list(images, "images")
-        loaded = []
+        # Decode and resize everything first, so a bad item fails the batch before any model work; only
+        # the resized bytes are kept (at most max_pixels x 3 each), not the decoded originals.
+        prepared = []
         for i, img in enumerate(items):
             try:
-                loaded.append(load_image(img))
+                prepared.append(self._prepare(img))
             except InputError as e:
                 raise InputError(e.reason, index=i, item=e.item or _describe(img)) from None
-        out = np.empty((len(loaded), self.hidden_size), np.float32)
-        for i, img in enumerate(loaded):
-            try:
-                st = self.image_states(img)
-            except InputError as e:
-                raise InputError(e.reason, index=i, item=_describe(items[i])) from None
+        out = np.empty((len(prepared), self.hidden_size), np.float32)
+        for i, rgb in enumerate(prepared):
+            st = self._image_states(rgb)
             a, b = st.span
             out[i] = st.states[a : b + 1].mean(axis=0)
         return normalize(out, d)
@@ -173,12 +172,16 @@ class Embedder:
 
     def image_states(self, image: ImageInput) -> ImageStates:
         """Hidden states of every token of the image prompt, and the span that is pooled."""
-        p = self.profile
+        return self._image_states(self._prepare(image))
+
+    def _prepare(self, image: ImageInput) -> npt.NDArray[np.uint8]:
         s = self.settings
-        rgb = prepare_image(
-            load_image(image), unit=p.image_unit, min_pixels=s.min_pixels, max_pixels=s.max_pixels
+        return prepare_image(
+            load_image(image), unit=self.profile.image_unit, min_pixels=s.min_pixels, max_pixels=s.max_pixels
         )
-        prompt = p.image_template.format(marker=self._mtmd.marker)
+
+    def _image_states(self, rgb: npt.NDArray[np.uint8]) -> ImageStates:
+        prompt = self.profile.image_template.format(marker=self._mtmd.marker)
         with self._lock:
             t0 = time.perf_counter()
             chunks = self._mtmd.tokenize(prompt, rgb)

@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 
 from .errors import ModelFileError, ModelMismatchError, ModelNotFoundError
 
-__all__ = ["GGUFInfo", "ModelFiles", "read_gguf_info", "resolve_model"]
+__all__ = ["GGUFInfo", "ModelFiles", "inspect_pair", "read_gguf_info", "resolve_model"]
 
 _GGUF_MAGIC = b"GGUF"
 
@@ -180,6 +180,13 @@ def _pair(lm: GGUFInfo, mmproj: GGUFInfo) -> ModelFiles:
             f"the language model takes {a}"
         )
     return ModelFiles(language_model=lm.path, mmproj=mmproj.path)
+
+
+def inspect_pair(files: ModelFiles) -> tuple[GGUFInfo, GGUFInfo]:
+    """Check that ``files`` are a language model and the mmproj that belongs to it; return both headers."""
+    lm, mm = read_gguf_info(files.language_model), read_gguf_info(files.mmproj)
+    _pair(lm, mm)
+    return lm, mm
 
 
 def resolve_model(spec: str | Path, *, find_registered: Any = None) -> tuple[ModelFiles, GGUFInfo, GGUFInfo]:
