@@ -1,0 +1,509 @@
+"""The render stage on the real-world corpus and on generated edge cases (sizes, frames, crashes, time)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import random
+import signal
+import struct
+import sys
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from docvec.errors import ConfigError, DocvecError
+from docvec.render import (
+    DEFAULT_TARGET_PIXELS,
+    DocumentInfo,
+    PageFailure,
+    RenderedPage,
+    Renderer,
+    RenderError,
+    detect_kind,
+)
+
+# The same place as conftest's ``corpus`` fixture; read here too because parametrization happens at
+# collection time. A missing corpus still fails loudly through the fixture.
+_MANIFEST = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "MANIFEST.tsv"
+MAX_PIXELS = 4 * DEFAULT_TARGET_PIXELS
+BOOK = "pysamples__GeoTopo-komprimiert.pdf"
+BOOK_PAGES = 117
+# Pages PDFium cannot load or render in files that otherwise open (from the manifest's notes).
+FAILING_PAGES = {"pdfium__bad_page_type.pdf": {2}, "pdfium__cropped_no_overlap.pdf": {1}}
+
+
+def _manifest_rows() -> list[dict[str, str]]:
+    if not _MANIFEST.is_file():
+        return [{"file": "<corpus missing>", "expected": "", "pages": "", "note": ""}]
+    with open(_MANIFEST, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+ROWS = _manifest_rows()
+
+
+@pytest.fixture(scope="module")
+def renderer() -> Iterator[Renderer]:
+    with Renderer() as r:
+        yield r
+
+
+def collect(renderer: Renderer, path: Path, **kwargs: int) -> list[RenderedPage | PageFailure]:
+    return list(renderer.pages(path, **kwargs))
+
+
+def rendered(items: list[RenderedPage | PageFailure]) -> list[RenderedPage]:
+    return [p for p in items if isinstance(p, RenderedPage)]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+# -- the corpus: every row of the manifest --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
+def test_manifest_row(row: dict[str, str], corpus: Path, renderer: Renderer) -> None:
+    path = corpus / row["file"]
+    expected = row["expected"]
+    if expected == "encrypted":
+        with pytest.raises(RenderError, match="password") as info:
+            collect(renderer, path)
+        assert row["file"] in str(info.value)
+        with pytest.raises(RenderError, match="encrypted: a user password is required"):
+            renderer.open(path)
+    elif expected == "empty":
+        with pytest.raises(RenderError, match="no pages"):
+            collect(renderer, path)
+    elif expected == "corrupt" and row["pages"] == "-":
+        with pytest.raises(RenderError, match=r"corrupt or not a PDF: data format error \(PDFium error 3\)"):
+            renderer.open(path)
+        with pytest.raises(RenderError, match="corrupt or not a PDF"):
+            collect(renderer, path)
+    elif expected == "not-pdf" and detect_kind(path) == "image":
+        with Image.open(path) as img:
+            frames = getattr(img, "n_frames", 1) if img.format == "TIFF" else 1
+            size = img.size
+        assert renderer.open(path) == DocumentInfo(path, "image", frames)
+        pages = collect(renderer, path)
+        assert [p.number for p in pages] == list(range(1, frames + 1))
+        assert all(isinstance(p, RenderedPage) and p.size_pt is None for p in pages)
+        first = rendered(pages)[0]
+        assert first.image.mode == "RGB" and first.image.size == size
+    elif expected == "not-pdf":
+        assert detect_kind(path) is None
+        with pytest.raises(RenderError, match=r"not a document \(neither a PDF nor an image\)"):
+            collect(renderer, path)
+        with pytest.raises(RenderError, match="not a document"):
+            renderer.open(path)
+    elif expected in ("ok", "corrupt", "other"):
+        count = int(row["pages"])
+        assert renderer.open(path) == DocumentInfo(path, "pdf", count)
+        pages = collect(renderer, path)
+        assert [p.number for p in pages] == list(range(1, count + 1))
+        failing = FAILING_PAGES.get(row["file"], set())
+        assert {p.number for p in pages if isinstance(p, PageFailure)} == failing
+        for page in rendered(pages):
+            assert page.image.mode == "RGB"
+            assert page.image.width * page.image.height <= MAX_PIXELS
+            assert page.size_pt is not None
+            w_pt, h_pt = page.size_pt
+            # Near the pixel budget whatever the page size: pixels per point = sqrt(target / area).
+            scale = math.sqrt(DEFAULT_TARGET_PIXELS / (w_pt * h_pt))
+            assert page.image.size == (math.ceil(w_pt * scale), math.ceil(h_pt * scale))
+    else:
+        pytest.fail(f"manifest row with an expectation this test does not know: {row}")
+
+
+def test_manifest_covers_the_corpus(corpus: Path) -> None:
+    files = {p.name for p in corpus.iterdir() if p.name not in ("MANIFEST.tsv", "README.md", "SOURCES.md")}
+    assert files == {r["file"] for r in ROWS}
+
+
+def test_a4_pages_come_out_near_the_budget(corpus: Path, renderer: Renderer) -> None:
+    (page,) = collect(renderer, corpus / "pysamples__minimal-document.pdf")
+    assert isinstance(page, RenderedPage)
+    assert page.image.size == (653, 923)
+    assert page.size_pt == pytest.approx((595.3, 841.9), abs=0.1)
+    # Something was drawn: text is dark on a white page.
+    extrema = page.image.convert("L").getextrema()
+    assert isinstance(extrema[0], int) and extrema[0] < 50 and extrema[1] == 255
+
+
+def test_rotated_page_is_landscape(corpus: Path, renderer: Renderer) -> None:
+    page = next(renderer.pages(corpus / "pysamples__habibi-rotated.pdf"))
+    assert isinstance(page, RenderedPage)
+    assert page.rotation == 90
+    assert page.size_pt is not None and page.size_pt[0] > page.size_pt[1]
+    assert page.image.width > page.image.height
+    assert page.image.size == (923, 653)
+
+
+def test_failures_name_the_file_and_reason(corpus: Path, renderer: Renderer) -> None:
+    (ok, bad) = collect(renderer, corpus / "pdfium__bad_page_type.pdf")
+    assert isinstance(ok, RenderedPage) and ok.image.size[0] < ok.image.size[1]
+    assert isinstance(bad, PageFailure) and bad.number == 2 and "cannot load the page" in bad.reason
+    (crop,) = collect(renderer, corpus / "pdfium__cropped_no_overlap.pdf")
+    assert isinstance(crop, PageFailure) and "no visible area" in crop.reason
+    with pytest.raises(RenderError) as info:
+        renderer.open(corpus / "qpdf__empty.pdf")
+    assert isinstance(info.value, DocvecError)
+    assert info.value.path == str(corpus / "qpdf__empty.pdf")
+    assert info.value.reason.startswith("no pages")
+
+
+def test_empty_pdf_after_a_corrupt_one_still_reads_no_pages(corpus: Path, renderer: Renderer) -> None:
+    # PDFium's last-error code is not reset by a successful load: a zero-page PDF must not inherit the
+    # "data format error" of the corrupt file the same worker opened before it.
+    with pytest.raises(RenderError, match="corrupt"):
+        renderer.open(corpus / "pdfium__bug_325_a.pdf")
+    with pytest.raises(RenderError, match="no pages"):
+        renderer.open(corpus / "qpdf__empty.pdf")
+
+
+def test_first_page_argument(corpus: Path, renderer: Renderer) -> None:
+    path = corpus / "pysamples__pdflatex-4-pages.pdf"
+    assert [p.number for p in renderer.pages(path, first=3)] == [3, 4]
+    assert list(renderer.pages(path, first=5)) == []
+    with pytest.raises(ValueError, match="1-based"):
+        next(renderer.pages(path, first=0))
+
+
+def test_file_names_are_passed_through_untouched(tmp_path: Path, corpus: Path, renderer: Renderer) -> None:
+    data = (corpus / "pysamples__pdflatex-4-pages.pdf").read_bytes()
+    for name in ("Über straße ✓ (copy), v2.pdf", os.fsdecode(b"latin1-\xe9.pdf")):
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert [p.number for p in renderer.pages(path)] == [1, 2, 3, 4]
+
+
+def test_missing_file(tmp_path: Path, renderer: Renderer) -> None:
+    with pytest.raises(RenderError, match="no such file"):
+        renderer.open(tmp_path / "nope.pdf")
+    with pytest.raises(RenderError, match="not a file"):
+        detect_kind(tmp_path)
+
+
+# -- detection by content -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "kind"),
+    [
+        (b"%PDF-1.7\n", "pdf"),
+        (b"junk before the header\r\n%PDF-1.4\n", "pdf"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "image"),
+        (b"\xff\xd8\xff\xe0\x00\x10JFIF", "image"),
+        (b"II*\x00\x08\x00\x00\x00", "image"),
+        (b"MM\x00*\x00\x00\x00\x08", "image"),
+        (b"RIFF\x24\x00\x00\x00WEBPVP8 ", "image"),
+        (b"BM" + bytes(12) + (40).to_bytes(4, "little"), "image"),
+        (b"GIF89a\x01\x00", "image"),
+        (b"oops\n", None),
+        (b"BM is not a bitmap: just text", None),
+        (b"", None),
+        (b"PK\x03\x04 a zip, or an XPS", None),
+    ],
+)
+def test_detect_kind_by_content(tmp_path: Path, head: bytes, kind: str | None) -> None:
+    path = tmp_path / "file.pdf"  # the extension says PDF; only the content counts
+    path.write_bytes(head + bytes(64))
+    assert detect_kind(path) == kind
+
+
+def test_pdf_marker_past_1024_bytes_is_not_a_pdf(tmp_path: Path) -> None:
+    path = tmp_path / "late.pdf"
+    path.write_bytes(b"x" * 1024 + b"%PDF-1.4\n")
+    assert detect_kind(path) is None
+
+
+# -- page sizes -----------------------------------------------------------------------------------------
+
+
+def test_absurd_page_sizes_stay_within_the_cap(tmp_path: Path, renderer: Renderer) -> None:
+    import pypdfium2 as pdfium
+
+    sizes = [(14400.0, 14400.0), (612.0, 2.0**31), (2.0**31, 2.0**31), (0.5, 0.5), (1.0, 20000.0)]
+    pdf = pdfium.PdfDocument.new()
+    for width, height in sizes:
+        pdf.new_page(width, height).close()
+    path = tmp_path / "absurd.pdf"
+    pdf.save(path)
+    pdf.close()
+    pages = collect(renderer, path)
+    assert [p.number for p in pages] == [1, 2, 3, 4, 5]
+    for page in pages:
+        assert isinstance(page, RenderedPage), page
+        assert page.image.width * page.image.height <= MAX_PIXELS
+    # Normal aspect ratios land near the budget, tiny or huge.
+    for page in (pages[0], pages[2], pages[3]):
+        assert isinstance(page, RenderedPage)
+        assert 0.99 * DEFAULT_TARGET_PIXELS <= page.image.width * page.image.height <= MAX_PIXELS
+
+
+def test_page_scale_never_crosses_the_cap() -> None:
+    from docvec._render_worker import _PageFailure, fit_within, page_scale
+
+    for w_pt in (0.01, 1.0, 3.3, 595.3, 14400.0, 2.0**31):
+        for h_pt in (0.01, 1.0, 841.9, 99999.7, 2.0**31):
+            for target, cap in ((602_112, 4 * 602_112), (1000, 1000), (50, 4000)):
+                s = page_scale(w_pt, h_pt, target, cap)
+                assert math.ceil(w_pt * s) * math.ceil(h_pt * s) <= cap, (w_pt, h_pt, target)
+    for bad in ((0.0, 100.0), (100.0, -1.0), (math.nan, 1.0), (math.inf, 1.0)):
+        with pytest.raises(_PageFailure):
+            page_scale(*bad, 1000, 4000)
+    assert fit_within(100, 50, 10_000) == (100, 50)
+    assert fit_within(4000, 3000, 1_200_000) == (1264, 948)
+    w, h = fit_within(1, 10**7, 1000)
+    assert (w, h) == (1, 1000)
+
+
+# -- images as documents --------------------------------------------------------------------------------
+
+
+def test_multiframe_tiff_is_one_page_per_frame(tmp_path: Path, renderer: Renderer) -> None:
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
+    frames = [Image.new("RGB", (40 + 10 * i, 30), c) for i, c in enumerate(colours)]
+    path = tmp_path / "scan.bin"
+    frames[0].save(path, format="TIFF", save_all=True, append_images=frames[1:])
+    assert detect_kind(path) == "image"
+    assert renderer.open(path).page_count == 3
+    pages = rendered(collect(renderer, path))
+    assert [p.number for p in pages] == [1, 2, 3]
+    assert [p.image.size for p in pages] == [(40, 30), (50, 30), (60, 30)]
+    assert [p.image.getpixel((5, 5)) for p in pages] == colours
+    assert [p.number for p in renderer.pages(path, first=2)] == [2, 3]
+
+
+def test_gif_is_its_first_frame(tmp_path: Path, renderer: Renderer) -> None:
+    frames = [Image.new("P", (20, 20), i) for i in range(3)]
+    for i, frame in enumerate(frames):
+        frame.putpalette([255, 0, 0, 0, 255, 0, 0, 0, 255] + [0] * 759)
+        frame.info["duration"] = 100 + i
+    path = tmp_path / "anim.gif"
+    frames[0].save(path, save_all=True, append_images=frames[1:])
+    (page,) = collect(renderer, path)
+    assert isinstance(page, RenderedPage)
+    assert page.image.mode == "RGB" and page.image.getpixel((0, 0)) == (255, 0, 0)
+
+
+def test_exif_orientation_is_applied(tmp_path: Path, renderer: Renderer) -> None:
+    img = Image.new("RGB", (200, 100), (255, 255, 255))
+    img.paste((255, 0, 0), (0, 0, 20, 20))  # a red mark at the stored top-left
+    exif = Image.Exif()
+    exif[0x0112] = 6  # displayed rotated 90 degrees clockwise
+    path = tmp_path / "photo.jpg"
+    img.save(path, exif=exif, quality=95)
+    (page,) = collect(renderer, path)
+    assert isinstance(page, RenderedPage)
+    assert page.image.size == (100, 200)
+    pixel = page.image.getpixel((90, 10))  # top-left turns clockwise to top-right
+    assert isinstance(pixel, tuple)
+    r, g, b = pixel[:3]
+    assert r > 200 and g < 60 and b < 60
+
+
+def test_transparency_goes_onto_white(tmp_path: Path, renderer: Renderer) -> None:
+    img = Image.new("RGBA", (30, 30), (0, 0, 0, 0))
+    img.paste((0, 0, 0, 255), (0, 0, 10, 10))
+    path = tmp_path / "clear.png"
+    img.save(path)
+    (page,) = collect(renderer, path)
+    assert isinstance(page, RenderedPage)
+    assert page.image.getpixel((20, 20)) == (255, 255, 255)
+    assert page.image.getpixel((5, 5)) == (0, 0, 0)
+
+
+def test_large_image_is_downscaled_within_the_cap(tmp_path: Path, renderer: Renderer) -> None:
+    path = tmp_path / "big.jpg"
+    Image.new("RGB", (3000, 2000), (10, 120, 200)).save(path, quality=80)
+    (page,) = collect(renderer, path)
+    assert isinstance(page, RenderedPage)
+    assert page.image.width * page.image.height <= MAX_PIXELS
+    assert page.image.width * page.image.height > 0.95 * MAX_PIXELS
+    assert page.image.width / page.image.height == pytest.approx(1.5, rel=0.01)
+
+
+def test_image_too_large_to_decode_is_a_page_failure(tmp_path: Path, renderer: Renderer) -> None:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    # A PNG whose header claims 30000 x 30000 pixels (2.7 GB decoded): refused before decoding.
+    ihdr = struct.pack(">IIBBBBB", 30_000, 30_000, 8, 2, 0, 0, 0)
+    path = tmp_path / "bomb.png"
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+    )
+    assert renderer.open(path).page_count == 1
+    (page,) = collect(renderer, path)
+    assert isinstance(page, PageFailure) and "too large to decode" in page.reason
+
+
+def test_unreadable_image_fails_the_document(tmp_path: Path, renderer: Renderer) -> None:
+    path = tmp_path / "broken.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10)
+    with pytest.raises(RenderError, match="image"):
+        collect(renderer, path)
+
+
+# -- streaming, workers, time limit, crashes ------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_book_streams_with_bounded_memory(corpus: Path, renderer: Renderer) -> None:
+    before = rss_bytes()
+    peak = before
+    numbers = []
+    for page in renderer.pages(corpus / BOOK):
+        assert isinstance(page, RenderedPage)
+        numbers.append(page.number)
+        peak = max(peak, rss_bytes())
+        del page
+    assert numbers == list(range(1, BOOK_PAGES + 1))
+    assert peak - before < 150 * 2**20, f"parent RSS grew by {(peak - before) / 2**20:.0f} MB"
+
+
+def test_early_close_leaves_the_worker_usable(corpus: Path, renderer: Renderer) -> None:
+    it = renderer.pages(corpus / BOOK)
+    assert [next(it).number for _ in range(3)] == [1, 2, 3]
+    pids = renderer.worker_pids
+    it.close()
+    assert renderer.worker_pids == pids  # cancelled, not killed
+    assert [p.number for p in renderer.pages(corpus / "pysamples__multicolumn.pdf")] == [1, 2, 3]
+
+
+def test_one_document_at_a_time(corpus: Path, renderer: Renderer) -> None:
+    it = renderer.pages(corpus / BOOK)
+    next(it)
+    with pytest.raises(RuntimeError, match="already rendering"):
+        renderer.open(corpus / "pysamples__minimal-document.pdf")
+    it.close()
+    assert renderer.open(corpus / "pysamples__minimal-document.pdf").page_count == 1
+
+
+def test_two_workers_keep_page_order_and_pixels(corpus: Path, renderer: Renderer) -> None:
+    path = corpus / BOOK
+    with Renderer(workers=2) as two:
+        pages = rendered(collect(two, path))
+        assert len(two.worker_pids) == 2
+        assert [p.number for p in pages] == list(range(1, BOOK_PAGES + 1))
+        # A page count that does not divide evenly, and a start past the middle.
+        assert [p.number for p in two.pages(corpus / "pysamples__multicolumn.pdf", first=2)] == [2, 3]
+    one = rendered(collect(renderer, path, first=40))
+    for a, b in zip(pages[39:45], one[:6], strict=True):
+        assert a.number == b.number
+        assert a.image.tobytes() == b.image.tobytes()
+
+
+def test_time_limit_replaces_the_worker(corpus: Path) -> None:
+    with Renderer(timeout_s=0.001) as r:
+        with pytest.raises(RenderError, match=r"timed out after 0\.001 s") as info:
+            collect(r, corpus / BOOK)
+        assert BOOK in str(info.value)
+        (first_pid,) = r.worker_pids  # the successor, started at once
+        with pytest.raises(RenderError, match="timed out"):
+            next(r.pages(corpus / BOOK, first=50))
+        (second_pid,) = r.worker_pids
+        assert second_pid != first_pid
+        r.timeout_s = 60.0  # a plain attribute: the next documents get a usable limit
+        assert len(rendered(collect(r, corpus / "pysamples__pdflatex-4-pages.pdf"))) == 4
+        assert r.worker_pids == [second_pid]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_killed_worker_fails_the_document_only(corpus: Path, sig: signal.Signals) -> None:
+    with Renderer() as r:
+        it = r.pages(corpus / BOOK)
+        assert next(it).number == 1
+        (pid,) = r.worker_pids
+        os.kill(pid, sig)
+        with pytest.raises(RenderError, match=f"crashed .*{sig.name}"):
+            for _ in it:
+                pass
+        pages = collect(r, corpus / "pysamples__pdflatex-4-pages.pdf")
+        assert len(rendered(pages)) == 4
+        assert r.worker_pids != [pid]
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ConfigError):
+        Renderer(workers=0)
+    with pytest.raises(ConfigError):
+        Renderer(target_pixels=1000, max_pixels=999)
+    with pytest.raises(ConfigError):
+        Renderer(timeout_s=0)
+
+
+def test_closed_renderer_refuses_work(corpus: Path) -> None:
+    r = Renderer()
+    r.close()
+    r.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        r.open(corpus / "pysamples__minimal-document.pdf")
+
+
+def slow_pdf(path: Path, pages: int, fills: int = 100) -> Path:
+    """A PDF whose pages are slow to render (~0.1 s a page per 100 fills): translucent full-page fills."""
+    rng = random.Random(0)
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
+    kids = []
+    for _ in range(pages):
+        ops = b"/GS0 gs\n" + b"".join(
+            b"%.2f %.2f %.2f rg 0 0 595 842 re f\n" % (rng.random(), rng.random(), rng.random())
+            for _ in range(fills)
+        )
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(ops), ops))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents %d 0 R"
+            b" /Resources << /ExtGState << /GS0 << /ca 0.02 >> >> >> >>" % len(objects)
+        )
+        kids.append(len(objects))
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), pages)
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (i, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_rendering_overlaps_with_the_consumer(tmp_path: Path, renderer: Renderer) -> None:
+    # While the consumer is busy with a page (embedding it, say), the worker renders the next ones.
+    path = slow_pdf(tmp_path / "slow.pdf", pages=8, fills=150)
+    it = renderer.pages(path)
+    next(it)
+    time.sleep(1.5)  # the consumer is busy; the worker fills its prefetch
+    start = time.monotonic()
+    for _ in range(3):
+        next(it)
+    ready = time.monotonic() - start
+    next(it)
+    start = time.monotonic()
+    for _ in range(3):
+        next(it)
+    busy = time.monotonic() - start  # pages 6-8 are rendered while the consumer waits
+    assert list(it) == []
+    assert ready < 0.5 * busy, (ready, busy)
+
+
+def test_the_consumers_time_is_not_charged(tmp_path: Path) -> None:
+    # The time limit is for rendering: a consumer slower than the renderer never runs out of it, even
+    # when the document takes longer than the limit from first page to last.
+    path = slow_pdf(tmp_path / "slow.pdf", pages=5)
+    with Renderer(timeout_s=2.0) as r:
+        for page in r.pages(path):
+            assert isinstance(page, RenderedPage)
+            time.sleep(0.5)
