@@ -1,0 +1,576 @@
+"""The store contract, run against both backends: the embedded qdrant-edge store (EdgeStore) and
+qdrant-client (RemoteStore) in its local mode, which runs the same client code as against a server.
+Then what only one backend has: the embedded store's process lock and crash safety, the remote store's
+retries and error translation."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import docvec.store as store_pkg
+from docvec.errors import DocvecError
+from docvec.store import (
+    CollectionNotFoundError,
+    EdgeStore,
+    Filter,
+    Hit,
+    Point,
+    RemoteStore,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+    VectorStore,
+    open_store,
+    point_id,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ["edge", "remote"]
+
+Opener = Callable[..., VectorStore]
+
+
+def _open(backend: str, where: Path, *, persistent: bool = False) -> VectorStore:
+    if backend == "edge":
+        return EdgeStore(where / "edge")
+    # qdrant-client's path= mode writes to disk after every point: keep it for the tests that reopen.
+    return RemoteStore(path=where / "qlocal") if persistent else RemoteStore(":memory:")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def opener(backend: str, tmp_path: Path) -> Iterator[Opener]:
+    """Opens a store of the backend under test, always at the same place; closes what it opened."""
+    opened: list[VectorStore] = []
+
+    def open_(*, persistent: bool = False) -> VectorStore:
+        s = _open(backend, tmp_path, persistent=persistent)
+        opened.append(s)
+        return s
+
+    yield open_
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
+def store(opener: Opener) -> VectorStore:
+    return opener()
+
+
+def _unit(v: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    unit: npt.NDArray[np.float32] = v / np.linalg.norm(v, axis=-1, keepdims=True)
+    return unit
+
+
+def _corpus(n: int, dim: int, seed: int = 0) -> tuple[list[Point], np.ndarray]:
+    """n random points; doc_id d0..d4, source s0/s1, tags from lang=en|de and kind=a|b|c."""
+    rng = np.random.default_rng(seed)
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    points = [
+        Point(
+            point_id("doc", i),
+            vecs[i],
+            {
+                "doc_id": f"d{i % 5}",
+                "source": f"s{i % 2}",
+                "tags": [f"lang={'en' if i % 3 else 'de'}", f"kind={'abc'[i % 3 if i % 7 else 0]}"],
+                "page": i,
+            },
+        )
+        for i in range(n)
+    ]
+    return points, vecs
+
+
+def _matches(payload: dict[str, Any], flt: Filter) -> bool:
+    return (
+        (not flt.doc_ids or payload["doc_id"] in flt.doc_ids)
+        and (not flt.sources or payload["source"] in flt.sources)
+        and (not flt.tags or any(t in flt.tags for t in payload["tags"]))
+    )
+
+
+FILTERS = [
+    Filter(doc_ids=("d1",)),
+    Filter(doc_ids=("d1", "d3")),
+    Filter(sources=("s0",)),
+    Filter(tags=("lang=de",)),
+    Filter(tags=("kind=b", "kind=c")),
+    Filter(doc_ids=("d2", "d4"), sources=("s1",)),
+    Filter(doc_ids=("d0", "d1", "d2"), sources=("s0",), tags=("lang=en",)),
+    Filter(doc_ids=("nope",)),
+]
+
+
+# -- the contract -------------------------------------------------------------------------------------
+
+
+def test_create_collections_and_dims(store: VectorStore) -> None:
+    assert store.collections() == []
+    store.ensure_collection("pages", 8)
+    store.ensure_collection("pages", 8)  # idempotent
+    store.ensure_collection("other-1", 4)
+    assert store.collections() == ["other-1", "pages"]
+    assert store.count("pages") == 0
+    with pytest.raises(StoreError, match=r"8-d.*not 16-d"):
+        store.ensure_collection("pages", 16)
+    with pytest.raises(StoreError, match="invalid collection name"):
+        store.ensure_collection("../escape", 8)
+    with pytest.raises(StoreError, match="dim"):
+        store.ensure_collection("zero", 0)
+    with pytest.raises(CollectionNotFoundError, match="missing"):
+        store.count("missing")
+    with pytest.raises(CollectionNotFoundError):
+        store.search("missing", np.ones(8), 3)
+    with pytest.raises(CollectionNotFoundError):
+        store.scroll("missing")  # fails at the call, not at the first next()
+
+
+def test_wrong_dim_on_reopen(opener: Opener) -> None:
+    s = opener(persistent=True)
+    s.ensure_collection("pages", 8)
+    s.close()
+    s = opener(persistent=True)
+    with pytest.raises(StoreError, match=r"exists .*8-d vectors, not 16-d"):
+        s.ensure_collection("pages", 16)
+    s.ensure_collection("pages", 8)
+
+
+def test_upsert_overwrites_same_id(store: VectorStore) -> None:
+    store.ensure_collection("c", 4)
+    pid = point_id("doc-a", 1)
+    store.upsert("c", [Point(pid, np.array([1, 0, 0, 0], np.float32), {"doc_id": "a", "v": 1})])
+    store.upsert("c", [Point(pid, np.array([0, 3, 0, 4], np.float32), {"doc_id": "a", "v": 2})])
+    assert store.count("c") == 1
+    assert list(store.scroll("c")) == [(pid, {"doc_id": "a", "v": 2})]
+    [p] = list(store.scroll("c", with_vectors=True))
+    assert p.id == pid and p.payload["v"] == 2
+    # cosine collections keep vectors unit-length
+    np.testing.assert_allclose(p.vector, [0, 0.6, 0, 0.8], atol=1e-6)
+
+
+def test_ids_are_canonical_uuids(store: VectorStore) -> None:
+    store.ensure_collection("c", 2)
+    upper = str(uuid.uuid4()).upper()
+    store.upsert("c", [Point(upper, np.ones(2, np.float32), {})])
+    assert [i for i, _ in store.scroll("c")] == [upper.lower()]
+    with pytest.raises(StoreError, match="not a UUID"):
+        Point("page-1", np.ones(2, np.float32), {})
+    assert point_id("doc", 3) == point_id("doc", 3) != point_id("doc", 4)
+    assert point_id("a", "bc") != point_id("ab", "c")
+
+
+def test_bad_points_write_nothing(store: VectorStore) -> None:
+    store.ensure_collection("c", 4)
+    good = Point(point_id(1), np.ones(4, np.float32), {})
+    bad = Point(point_id(2), np.ones(5, np.float32), {})
+    with pytest.raises(StoreError, match=r"'c'.*5-d vector"):
+        store.upsert("c", [good, bad])
+    assert store.count("c") == 0
+    with pytest.raises(StoreError, match="NaN"):
+        Point(point_id(3), np.array([1, np.nan, 0, 0]), {})
+    with pytest.raises(StoreError, match="1-D"):
+        Point(point_id(3), np.ones((2, 2), np.float32), {})
+    with pytest.raises(StoreError, match="shape"):
+        store.search("c", np.ones(3), 1)
+    with pytest.raises(StoreError, match="k must be"):
+        store.search("c", np.ones(4), 0)
+
+
+def test_scroll_and_count_with_filters(store: VectorStore) -> None:
+    points, _ = _corpus(60, 8)
+    store.ensure_collection("c", 8)
+    store.upsert("c", points)
+    by_id = {p.id: p.payload for p in points}
+    assert store.count("c") == 60
+    # batch 7: several pages, the last one partial
+    assert dict(store.scroll("c", batch=7)) == by_id
+    assert store.count("c", Filter()) == 60
+    for flt in FILTERS:
+        expected = {i for i, payload in by_id.items() if _matches(payload, flt)}
+        got = [i for i, _ in store.scroll("c", flt, batch=7)]
+        assert len(got) == len(set(got)), "scroll yielded a point twice"
+        assert set(got) == expected, flt
+        assert store.count("c", flt) == len(expected), flt
+    some = Filter(doc_ids=("d2",))
+    vec_points = list(store.scroll("c", some, with_vectors=True, batch=5))
+    originals = {p.id: p for p in points}
+    assert len(vec_points) == 12
+    for p in vec_points:
+        assert p.payload == originals[p.id].payload
+        np.testing.assert_allclose(p.vector, _unit(originals[p.id].vector), atol=1e-5)
+
+
+def test_delete_and_delete_where(store: VectorStore) -> None:
+    points, _ = _corpus(50, 8)
+    store.ensure_collection("c", 8)
+    store.upsert("c", points)
+    store.delete("c", [points[0].id, points[1].id, point_id("never-stored")])
+    assert store.count("c") == 48
+    assert points[0].id not in dict(store.scroll("c"))
+    store.delete_where("c", Filter(doc_ids=("d2",), sources=("s0",)))
+    left = [p for p in points[2:] if not (p.payload["doc_id"] == "d2" and p.payload["source"] == "s0")]
+    assert {i for i, _ in store.scroll("c")} == {p.id for p in left}
+    store.delete_where("c", Filter(tags=("lang=de",)))
+    assert store.count("c") == sum(1 for p in left if "lang=de" not in p.payload["tags"])
+    with pytest.raises(StoreError, match="at least one condition"):
+        store.delete_where("c", Filter())
+    with pytest.raises(StoreError, match="not one string"):
+        store.delete("c", points[5].id)
+
+
+def test_search_matches_brute_force(store: VectorStore) -> None:
+    points, vecs = _corpus(500, 128, seed=1)
+    store.ensure_collection("c", 128)
+    store.upsert("c", points)
+    ids = np.array([p.id for p in points])
+    unit = _unit(vecs)
+    queries = np.random.default_rng(2).standard_normal((8, 128)).astype(np.float32)
+    for q in queries:
+        scores = unit @ _unit(q)
+        order = np.argsort(-scores)[:10]
+        hits = store.search("c", q, 10)
+        assert all(isinstance(h, Hit) for h in hits)
+        assert [h.id for h in hits] == list(ids[order])
+        np.testing.assert_allclose([h.score for h in hits], scores[order], atol=1e-5)
+        assert hits[0].payload == points[order[0]].payload
+
+        flt = Filter(sources=("s1",), tags=("kind=a", "kind=b"))
+        mask = np.array([_matches(p.payload, flt) for p in points])
+        masked = np.where(mask, scores, -np.inf)
+        order = np.argsort(-masked)[:10]
+        hits = store.search("c", q, 10, flt)
+        assert [h.id for h in hits] == list(ids[order])
+        np.testing.assert_allclose([h.score for h in hits], scores[order], atol=1e-5)
+        assert all(_matches(h.payload, flt) for h in hits)
+    # k above the number of matching points returns them all
+    assert len(store.search("c", queries[0], 50, Filter(doc_ids=("d1",), sources=("s1",)))) == 50
+    assert len(store.search("c", queries[0], 500, Filter(doc_ids=("d1",)))) == 100
+
+
+def test_persistence_across_reopen(opener: Opener) -> None:
+    points, vecs = _corpus(30, 16, seed=3)
+    with opener(persistent=True) as s:
+        s.ensure_collection("c", 16)
+        s.upsert("c", points)
+        s.delete("c", [points[0].id])
+        before = s.search("c", vecs[5], 5)
+    s = opener(persistent=True)
+    assert s.collections() == ["c"]
+    assert s.count("c") == 29
+    after = s.search("c", vecs[5], 5)
+    assert [h.id for h in after] == [h.id for h in before]
+    assert [h.payload for h in after] == [h.payload for h in before]
+    np.testing.assert_allclose([h.score for h in after], [h.score for h in before], atol=1e-6)
+    assert before[0].id == points[5].id
+    s.ensure_collection("c", 16)
+
+
+def test_batched_upsert_of_1000_points(store: VectorStore) -> None:
+    points, _ = _corpus(1000, 32, seed=4)
+    store.ensure_collection("c", 32)
+    store.upsert("c", points)
+    store.flush()
+    assert store.count("c") == 1000
+    assert {i for i, _ in store.scroll("c", batch=300)} == {p.id for p in points}
+    store.upsert("c", points[:300])  # idempotent
+    assert store.count("c") == 1000
+
+
+def test_closed_store_refuses_work(opener: Opener) -> None:
+    s = opener()
+    s.ensure_collection("c", 2)
+    s.close()
+    s.close()  # twice is fine
+    with pytest.raises(StoreError, match="closed"):
+        s.count("c")
+
+
+def test_filter_normalises_its_fields() -> None:
+    f = Filter(doc_ids="a", tags=["x=1", "y=2"])  # type: ignore[arg-type]
+    assert f.doc_ids == ("a",) and f.tags == ("x=1", "y=2") and f.sources == ()
+    assert hash(f) == hash(Filter(doc_ids=("a",), tags=("x=1", "y=2")))
+    assert Filter().is_empty and not f.is_empty
+    with pytest.raises(StoreError):
+        Filter(doc_ids=(1,))  # type: ignore[arg-type]
+
+
+# -- open_store, exports, install hints ---------------------------------------------------------------
+
+
+def test_open_store_picks_the_backend(tmp_path: Path) -> None:
+    with open_store(path=tmp_path / "s") as s:
+        assert isinstance(s, EdgeStore)
+    with open_store(url=":memory:") as s:
+        assert isinstance(s, RemoteStore)
+    with pytest.raises(StoreError, match="no store configured"):
+        open_store()
+
+
+def test_public_names() -> None:
+    assert store_pkg.__all__ == sorted(store_pkg.__all__)
+    for name in store_pkg.__all__:
+        assert getattr(store_pkg, name) is not None
+    assert issubclass(StoreError, DocvecError)
+    for cls in (StoreBusyError, StoreUnavailableError, CollectionNotFoundError):
+        assert issubclass(cls, StoreError)
+
+
+def test_missing_backend_package_gives_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import docvec.store.edge as edge
+    import docvec.store.remote as remote
+
+    monkeypatch.setattr(edge, "_IMPORT_ERROR", ImportError("No module named 'qdrant_edge'"))
+    with pytest.raises(StoreError, match="pip install qdrant-edge-py"):
+        open_store(path=tmp_path)
+    monkeypatch.setattr(remote, "_IMPORT_ERROR", ImportError("No module named 'qdrant_client'"))
+    with pytest.raises(StoreError, match=r"pip install 'docvec\[server\]'"):
+        open_store(url="http://localhost:6333")
+
+
+def _run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def test_remote_user_never_imports_qdrant_edge() -> None:
+    proc = _run_python(
+        """
+        import json, sys
+        from docvec.store import open_store
+        s = open_store(url="http://127.0.0.1:9")
+        s.close()
+        print(json.dumps({m: m in sys.modules for m in ("qdrant_edge", "qdrant_client")}))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"qdrant_edge": False, "qdrant_client": True}
+
+
+# -- embedded store only ------------------------------------------------------------------------------
+
+
+def test_edge_second_process_is_told_who_holds_the_store(tmp_path: Path) -> None:
+    with EdgeStore(tmp_path) as s:
+        s.ensure_collection("c", 4)
+        proc = _run_python(
+            f"""
+            import json, sys
+            from docvec.store import open_store, StoreBusyError
+            try:
+                open_store(path={str(tmp_path)!r})
+            except StoreBusyError as exc:
+                print(json.dumps({{"message": str(exc), "owner": exc.owner,
+                                  "qdrant_client": "qdrant_client" in sys.modules}}))
+                sys.exit(3)
+            """
+        )
+        assert proc.returncode == 3, proc.stderr
+        report = json.loads(proc.stdout.splitlines()[-1])
+        message = report["message"]
+        assert f"process {os.getpid()} on {socket.gethostname()}" in message
+        assert "docvec serve" in message and "DOCVEC_QDRANT_URL" in message
+        assert report["owner"]["pid"] == os.getpid()
+        assert "pytest" in report["owner"]["cmdline"] or sys.argv[0] in report["owner"]["cmdline"]
+        assert report["qdrant_client"] is False  # an embedded user never imports qdrant-client
+        # a second handle in this process is refused the same way
+        with pytest.raises(StoreBusyError, match="this process"):
+            EdgeStore(tmp_path)
+        assert s.count("c") == 0  # and the first one still works
+    # once closed, the folder can be opened again, and the owner record is gone
+    assert not (tmp_path / ".owner.json").exists()
+    EdgeStore(tmp_path).close()
+
+
+def test_edge_translates_wal_wouldblock(tmp_path: Path) -> None:
+    import qdrant_edge
+
+    with EdgeStore(tmp_path) as s:
+        s.ensure_collection("c", 4)
+    # Something outside docvec holds the shard's WAL; docvec's folder lock is free.
+    holder = qdrant_edge.EdgeShard.load(str(tmp_path / "c" / "shard"))
+    try:
+        with EdgeStore(tmp_path) as s, pytest.raises(StoreBusyError, match="docvec serve"):
+            s.count("c")
+    finally:
+        holder.close()
+
+
+def test_edge_unflushed_write_survives_a_crash(tmp_path: Path) -> None:
+    pid = point_id("crash", 1)
+    proc = _run_python(
+        f"""
+        import os
+        import numpy as np
+        from docvec.store import EdgeStore, Point
+        s = EdgeStore({str(tmp_path)!r})
+        s.ensure_collection("c", 4)
+        s.upsert("c", [Point({pid!r}, np.array([1, 2, 3, 4], np.float32), {{"doc_id": "crash"}})])
+        print("written", flush=True)
+        os._exit(0)  # no flush, no close
+        """
+    )
+    assert proc.returncode == 0 and "written" in proc.stdout, proc.stderr
+    assert (tmp_path / ".owner.json").exists()  # the dead process's record is left behind...
+    with EdgeStore(tmp_path) as s:  # ...and does not stop a new owner: the lock died with it
+        assert s.count("c") == 1
+        assert list(s.scroll("c")) == [(pid, {"doc_id": "crash"})]
+        assert s.search("c", np.array([1, 2, 3, 4]), 1)[0].id == pid
+        assert json.loads((tmp_path / ".owner.json").read_text())["pid"] == os.getpid()
+
+
+def test_edge_reopens_fast(tmp_path: Path) -> None:
+    points, vecs = _corpus(3000, 256, seed=5)
+    with EdgeStore(tmp_path) as s:
+        s.ensure_collection("c", 256)
+        s.upsert("c", points)
+    start = time.perf_counter()
+    with EdgeStore(tmp_path) as s:
+        assert s.count("c") == 3000
+        assert s.search("c", vecs[7], 1)[0].id == points[7].id
+        elapsed = time.perf_counter() - start
+    # measured 0.1-0.4 s on 2 cores; the bound leaves room for a loaded machine
+    assert elapsed < 3.0
+
+
+def test_edge_finishes_an_interrupted_creation(tmp_path: Path) -> None:
+    points, _ = _corpus(10, 4)
+    with EdgeStore(tmp_path) as s:
+        s.ensure_collection("c", 4)
+        s.upsert("c", points)
+    (tmp_path / "c" / "docvec.json").unlink()  # as if the process died before the last step
+    with EdgeStore(tmp_path) as s:
+        assert s.collections() == []
+        with pytest.raises(StoreError, match="vector size"):
+            s.ensure_collection("c", 8)  # qdrant-edge checks the dim against the segments
+        s.ensure_collection("c", 4)
+        assert s.count("c") == 10
+
+
+def test_edge_foreign_errors_are_store_errors(tmp_path: Path) -> None:
+    with EdgeStore(tmp_path) as s:
+        s.ensure_collection("c", 2)
+        with pytest.raises(StoreError, match=r"collection 'c': upsert failed"):
+            s.upsert("c", [Point(point_id(1), np.ones(2, np.float32), {"bad": object()})])
+
+
+# -- remote store only --------------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_remote_retries_then_reports_unavailable(caplog: pytest.LogCaptureFixture) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    start = time.perf_counter()
+    with (
+        caplog.at_level(logging.WARNING, logger="docvec"),
+        RemoteStore(url, retries=4, backoff=0.05, timeout=2) as s,
+        pytest.raises(StoreUnavailableError) as info,
+    ):
+        s.ensure_collection("c", 4)
+    assert time.perf_counter() - start < 5
+    assert info.value.url == url and info.value.attempts == 4
+    assert url in str(info.value) and "4 times" in str(info.value)
+    assert sum("retrying" in r.getMessage() for r in caplog.records) == 3
+
+
+class _Flaky:
+    """Stands in for one qdrant_client method: raises the given errors in turn, then answers."""
+
+    def __init__(self, errors: list[Exception], answer: Any = None) -> None:
+        self.errors = errors
+        self.answer = answer
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.answer
+
+
+def _http_error(status: int, message: str = "boom") -> Exception:
+    import httpx
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    body = json.dumps({"status": {"error": message}}).encode()
+    return UnexpectedResponse(status, "reason", body, httpx.Headers())
+
+
+def test_remote_error_translation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+    from qdrant_client.http.exceptions import ResponseHandlingException
+
+    s = RemoteStore(":memory:", retries=3, backoff=0.001)
+    s.ensure_collection("c", 4)
+    client = s._client
+
+    # transient errors are retried, and the call then succeeds
+    flaky = _Flaky(
+        [_http_error(503), ResponseHandlingException(httpx.ConnectError("refused"))], client.count("c")
+    )
+    monkeypatch.setattr(client, "count", flaky)
+    assert s.count("c") == 0 and flaky.calls == 3
+
+    # ...or, when they persist, end as StoreUnavailableError
+    flaky = _Flaky([httpx.ReadTimeout("slow")] * 3)
+    monkeypatch.setattr(client, "count", flaky)
+    with pytest.raises(StoreUnavailableError, match="ReadTimeout"):
+        s.count("c")
+    assert flaky.calls == 3
+
+    # deterministic errors are not retried, and keep the server's reason
+    flaky = _Flaky([_http_error(400, "Wrong input: Vector dimension error")])
+    monkeypatch.setattr(client, "upsert", flaky)
+    with pytest.raises(StoreError, match=r"collection 'c': upsert failed .*HTTP 400.*dimension") as info:
+        s.upsert("c", [Point(point_id(1), np.ones(4, np.float32), {})])
+    assert not isinstance(info.value, StoreUnavailableError) and flaky.calls == 1
+
+    flaky = _Flaky([_http_error(404, "Not found: Collection `c` doesn't exist!")])
+    monkeypatch.setattr(client, "query_points", flaky)
+    with pytest.raises(CollectionNotFoundError):
+        s.search("c", np.ones(4), 1)
+
+    # anything else a backend raises still arrives as a StoreError, with the original as its cause
+    flaky = _Flaky([RuntimeError("surprise")])
+    monkeypatch.setattr(client, "scroll", flaky)
+    with pytest.raises(StoreError, match="surprise") as info:
+        list(s.scroll("c"))
+    assert isinstance(info.value.__cause__, RuntimeError)
+    s.close()
+
+
+def test_remote_local_folder_is_single_client(tmp_path: Path) -> None:
+    with RemoteStore(path=tmp_path), pytest.raises(StoreBusyError):
+        RemoteStore(path=tmp_path)
