@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["EMBED_DIMS", "EmbedSettings", "Settings"]
+__all__ = ["EMBED_DIMS", "EmbedSettings", "RenderSettings", "Settings"]
 
 #: Matryoshka sizes jina-embeddings-v4 was trained for.
 EMBED_DIMS: tuple[int, ...] = (128, 256, 512, 1024, 2048)
@@ -55,6 +55,15 @@ class EmbedSettings(BaseSettings):
         return self
 
 
+class RenderSettings(BaseSettings):
+    """How documents become page images. Nested under :class:`Settings` as ``DOCVEC_RENDER__*``."""
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    workers: int = Field(1, ge=1, le=64, description="Rendering processes (PDFium is not thread-safe).")
+    timeout_s: float = Field(300.0, gt=0, description="Time limit for rendering one document.")
+
+
 class Settings(BaseSettings):
     """All of docvec's settings."""
 
@@ -75,5 +84,11 @@ class Settings(BaseSettings):
         "jina-v4",
         description="A model folder, a 'LM.gguf,MMPROJ.gguf' pair, or a registry name (see `docvec models`).",
     )
+    collection: str = Field("docvec", description="The Qdrant collection pages are indexed into.")
+    qdrant_url: str | None = Field(
+        None, description="A Qdrant server or cluster; unset: the embedded store under data_dir/qdrant."
+    )
+    qdrant_api_key: str | None = Field(None, description="API key of the Qdrant server.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
+    render: RenderSettings = Field(default_factory=RenderSettings)

@@ -1,0 +1,298 @@
+"""Ingestion end to end with the real parts: pypdfium2 in processes, the tiny model, embedded Qdrant."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from docvec import Embedder, EmbedSettings, ModelFiles
+from docvec.cli import app
+from docvec.config import RenderSettings, Settings
+from docvec.payloads import IngestReport, PagePayload
+from docvec.pipeline import Indexer, discover, open_indexer
+from docvec.render import Renderer
+from docvec.store import Filter
+
+#: 8x8 tokens a page: rendering and embedding stay fast, the path is the same
+SMALL = 28 * 28 * 64
+
+#: corpus files and what must happen to each: (expected pages indexed, failure reason fragments)
+CASES = {
+    "pysamples__minimal-document.pdf": (1, []),
+    "pysamples__pdflatex-4-pages.pdf": (4, []),
+    "pysamples__habibi-rotated.pdf": (4, []),
+    "pypdf__indirect-rotation.pdf": (5, []),
+    "pysamples__smile.png": (1, []),
+    "pysamples__smile.tiff": (1, []),
+    "pysamples__image.jpg": (1, []),
+    "pdfium__bad_page_type.pdf": (1, ["page 2"]),
+    "pdfium__cropped_no_overlap.pdf": (0, ["page 1", "no page could be rendered"]),
+    "pysamples__libreoffice-writer-password.pdf": (0, ["password"]),
+    "qpdf__empty.pdf": (0, ["no pages"]),
+    "qpdf__bad1.pdf": (0, ["not a document"]),
+    "pdfium__bug_325_a.pdf": (0, ["corrupt"]),
+}
+
+
+@pytest.fixture()
+def docs(corpus: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    for i, name in enumerate(CASES):
+        shutil.copy(corpus / name, folder / ("sub" if i % 3 == 0 else "") / name)
+    (folder / "notes.txt").write_text("not a document, and not named like one: ignored in folders")
+    return folder
+
+
+@pytest.fixture()
+def settings(tmp_path: Path, tiny_dir: Path) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        model=str(tiny_dir),
+        embed=EmbedSettings(max_pixels=SMALL, threads=2),
+        render=RenderSettings(workers=1, timeout_s=120),
+    )
+
+
+@pytest.fixture()
+def indexer(settings: Settings, embedder_small: Embedder) -> Iterator[Indexer]:
+    with open_indexer(settings, embedder=embedder_small) as ix:
+        yield ix
+
+
+@pytest.fixture(scope="module")
+def embedder_small(tiny_files: ModelFiles) -> Iterator[Embedder]:
+    with Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2)) as emb:
+        yield emb
+
+
+def _points(ix: Indexer) -> dict[str, dict[str, object]]:
+    return {pid: p for pid, p in ix.store.scroll(ix.collection)}
+
+
+def test_corpus_documents_each_do_what_the_manifest_says(docs: Path, indexer: Indexer) -> None:
+    report = indexer.ingest([docs])
+    by_doc: dict[str, int] = {}
+    for p in _points(indexer).values():
+        payload = PagePayload.model_validate(p)  # every stored payload is a valid PagePayload
+        by_doc[Path(payload.source).name] = by_doc.get(Path(payload.source).name, 0) + 1
+        assert payload.width * payload.height <= SMALL * 4 and payload.page <= payload.page_count
+        assert (indexer.pages.root / payload.image).is_file() and (
+            indexer.pages.root / payload.thumbnail
+        ).is_file()
+    for name, (pages, reasons) in CASES.items():
+        assert by_doc.get(name, 0) == pages, name
+        text = " | ".join(
+            f"page {f.page}: {f.reason}" if f.page else f.reason
+            for f in report.failures
+            if Path(f.path).name == name
+        )
+        for r in reasons:
+            assert r in text, (name, text)
+        if not reasons:
+            assert not text, (name, text)
+    assert report.pages_indexed == sum(p for p, _ in CASES.values())
+    assert report.documents_indexed == sum(1 for p, _ in CASES.values() if p)
+    assert not any("notes.txt" in f.path for f in report.failures)
+
+
+def test_second_run_skips_unchanged_files_without_rendering(
+    docs: Path, indexer: Indexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = indexer.ingest([docs])
+    before = _points(indexer)
+    calls: list[Path] = []
+    original = Renderer.pages
+
+    def spy(self: Renderer, path: Path, **kw: int) -> Iterator[object]:
+        calls.append(path)
+        return original(self, path, **kw)
+
+    monkeypatch.setattr(Renderer, "pages", spy)
+    second = indexer.ingest([docs])
+    assert second.documents_indexed == 0 and second.documents_skipped == first.documents_indexed
+    assert second.pages_skipped == first.pages_indexed
+    assert all(Path(c).name in {"pdfium__cropped_no_overlap.pdf"} for c in calls)  # only the never-indexed
+    after = _points(indexer)
+    assert after.keys() == before.keys()
+
+
+def test_changed_moved_pruned_and_deleted_files(tmp_path: Path, corpus: Path, indexer: Indexer) -> None:
+    folder = tmp_path / "d"
+    folder.mkdir()
+    a = folder / "a.pdf"
+    shutil.copy(corpus / "pysamples__minimal-document.pdf", a)
+    shutil.copy(corpus / "pysamples__pdflatex-4-pages.pdf", folder / "b.pdf")
+    indexer.ingest([folder])
+    old_id = next(p["doc_id"] for p in _points(indexer).values() if p["source"] == str(a))
+
+    # changed: new pages written, then the old version removed
+    shutil.copy(corpus / "pysamples__habibi-rotated.pdf", a)
+    r = indexer.ingest([folder])
+    assert r.documents_indexed == 1 and r.documents_removed == 1 and r.documents_skipped == 1
+    pts = _points(indexer)
+    assert not any(p["doc_id"] == old_id for p in pts.values())
+    assert sum(1 for p in pts.values() if p["source"] == str(a)) == 4
+
+    # moved: no re-embedding, the pages follow the file
+    moved = folder / "renamed.pdf"
+    (folder / "b.pdf").rename(moved)
+    r = indexer.ingest([folder])
+    assert r.documents_indexed == 0 and r.documents_skipped == 2
+    assert sum(1 for p in _points(indexer).values() if p["source"] == str(moved)) == 4
+
+    # pruned: the file is gone
+    a.unlink()
+    r = indexer.ingest([folder], prune=True)
+    assert r.documents_removed == 1
+    assert not any(p["source"] == str(a) for p in _points(indexer).values())
+
+    # deleted by path and by id
+    assert indexer.delete(str(moved)) == 4
+    shutil.copy(corpus / "pysamples__minimal-document.pdf", a)
+    indexer.ingest([a], tags=["team=ml", "year=2026"])
+    doc = next(iter(_points(indexer).values()))
+    assert doc["tags"] == ["team=ml", "year=2026"]
+    assert indexer.store.count(indexer.collection, Filter(tags=("team=ml",))) == 1
+    assert indexer.delete(str(doc["doc_id"])) == 1
+    assert indexer.store.count(indexer.collection) == 0
+
+
+def test_discover_handles_globs_and_missing_paths(docs: Path) -> None:
+    files, failures = discover([docs / "*.png", docs / "nope.pdf", docs / "sub"], recursive=True)
+    assert sorted(f.name for f in files) == sorted(
+        [n for i, n in enumerate(CASES) if i % 3 == 0] + ["pysamples__smile.png"]
+    )
+    assert [f.reason for f in failures] == ["no such file or folder"]
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    exe = Path(sys.executable).with_name("docvec")
+    return subprocess.Popen(
+        [str(exe), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+
+
+def _env(settings: Settings, data: Path) -> dict[str, str]:
+    return {
+        "DOCVEC_DATA_DIR": str(data),
+        "DOCVEC_MODEL": settings.model,
+        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+        "DOCVEC_EMBED__THREADS": "2",
+        "DOCVEC_LOG_LEVEL": "INFO",
+    }
+
+
+def _snapshot(data: Path, settings: Settings) -> dict[str, dict[str, object]]:
+    s = settings.model_copy(update={"data_dir": data})
+    from docvec.pipeline import open_settings_store
+
+    with open_settings_store(s) as store:
+        return {
+            pid: {k: v for k, v in p.items() if k != "ingested_at"} for pid, p in store.scroll(s.collection)
+        }
+
+
+def test_sigkill_mid_ingest_then_rerun_equals_a_clean_run(
+    tmp_path: Path, corpus: Path, settings: Settings
+) -> None:
+    folder = tmp_path / "k"
+    folder.mkdir()
+    for name in (
+        "pysamples__pdflatex-4-pages.pdf",
+        "pypdf__indirect-rotation.pdf",
+        "pysamples__multicolumn.pdf",
+        "pysamples__habibi-rotated.pdf",
+        "qpdf__enc-XI-R6,V5,O=master.pdf",
+    ):
+        shutil.copy(corpus / name, folder / name)
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    r = subprocess.run(
+        [str(Path(sys.executable).with_name("docvec")), "ingest", str(folder), "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **_env(settings, clean)},
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    proc = _cli(["ingest", str(folder)], _env(settings, killed))
+    assert proc.stderr is not None
+    seen = 0
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if "indexed" in line and "INFO" in line:
+            seen += 1
+            if seen == 2:  # two documents in, the third on its way
+                break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert seen == 2
+    partial = _snapshot(killed, settings)
+    assert 0 < len(partial) < len(_snapshot(clean, settings))
+
+    again = _cli(["ingest", str(folder), "--json"], _env(settings, killed))
+    out, errs = again.communicate(timeout=600)
+    assert again.returncode == 0, errs[-2000:]
+    report = IngestReport.model_validate_json(out)
+    assert report.documents_skipped == 2 and report.documents_indexed == 3
+    assert _snapshot(killed, settings) == _snapshot(clean, settings)
+
+
+def test_cli_json_summary_and_exit_code(docs: Path, settings: Settings) -> None:
+    env = _env(settings, settings.data_dir)
+    r = CliRunner().invoke(app, ["ingest", str(docs), "--json", "--tag", "src=corpus"], env=env)
+    assert r.exit_code == 1  # some documents failed
+    report = json.loads(r.stdout)
+    assert set(report) >= {"documents_indexed", "pages_indexed", "documents_skipped", "failures"}
+    assert any(f["page"] == 2 and "bad_page_type" in f["path"] for f in report["failures"])
+    r = CliRunner().invoke(app, ["ingest", str(docs / "pysamples__smile.png")], env=env)
+    assert r.exit_code == 0 and "skipped 1 unchanged" in r.stdout
+    r = CliRunner().invoke(app, ["ingest", "--tag", "oops", str(docs)], env=env)
+    assert r.exit_code == 2 and "key=value" in r.output
+
+
+def test_second_process_gets_a_clear_message(settings: Settings, indexer: Indexer, docs: Path) -> None:
+    """While one process owns the embedded store, another is told who and what to do."""
+    r = subprocess.run(
+        [str(Path(sys.executable).with_name("docvec")), "ingest", str(docs / "pysamples__smile.png")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **_env(settings, settings.data_dir)},
+        timeout=300,
+    )
+    assert r.returncode == 2
+    assert str(os.getpid()) in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unreachable_qdrant_server_fails_clearly(settings: Settings, docs: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a local port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**_env(settings, settings.data_dir), "DOCVEC_QDRANT_URL": f"http://127.0.0.1:{port}"}
+    r = subprocess.run(
+        [str(Path(sys.executable).with_name("docvec")), "ingest", str(docs / "pysamples__smile.png")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert f"127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
