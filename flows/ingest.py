@@ -1,0 +1,94 @@
+"""Prefect flow for scheduled ingestion: a thin loop over docvec's library, no logic of its own.
+
+Run once, with no Prefect server (an ephemeral one starts in-process):
+
+    python flows/ingest.py ~/papers ~/scans --prune
+
+Serve it on a schedule (needs a Prefect server: `prefect server start`, PREFECT_API_URL set):
+
+    python flows/ingest.py ~/papers --prune --cron "0 * * * *"
+
+Settings (model, data folder, Qdrant URL, ...) come from DOCVEC_* variables as for the CLI. The embedded
+store has one owner: while this flow runs, `docvec ingest` and `docvec serve` cannot open it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from docvec.config import Settings
+from docvec.payloads import IngestFailure, IngestReport
+from docvec.pipeline import Indexer, discover, open_indexer, parse_tags
+from docvec.store import StoreUnavailableError
+
+
+def _store_unavailable(task: object, task_run: object, state: object) -> bool:
+    # retry only what retrying can fix: a Qdrant server that did not answer, never a bad document
+    try:
+        state.result()  # type: ignore[attr-defined]
+    except StoreUnavailableError:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+@task(cache_policy=NO_CACHE)
+def find_documents(paths: list[str], recursive: bool) -> tuple[list[Path], list[IngestFailure]]:
+    """Discover the files to ingest."""
+    return discover(paths, recursive=recursive)
+
+
+# Live handles (the indexer) are task inputs, so nothing is cached; store writes are retried.
+_WRITES = {"cache_policy": NO_CACHE, "retries": 3, "retry_delay_seconds": [5, 30, 120]}
+
+
+@task(**_WRITES, retry_condition_fn=_store_unavailable)  # type: ignore[call-overload]
+def ingest_document(indexer: Indexer, path: Path, tags: list[str]) -> IngestReport:
+    """Render, embed and store one document (skipped when unchanged)."""
+    report = IngestReport()
+    indexer.ingest_file(path, report, tags=tags)
+    return report
+
+
+@task(**_WRITES, retry_condition_fn=_store_unavailable)  # type: ignore[call-overload]
+def prune_documents(indexer: Indexer) -> int:
+    """Remove documents whose files are gone."""
+    return indexer.prune()
+
+
+@flow(name="docvec-ingest")
+def ingest_flow(
+    paths: list[str], recursive: bool = True, prune: bool = False, tags: list[str] | None = None
+) -> IngestReport:
+    """Index documents under ``paths`` into docvec's store, as `docvec ingest` does."""
+    settings = Settings()
+    tag_list = list(parse_tags(tags or ()))
+    files, failures = find_documents(paths, recursive)
+    total = IngestReport(failures=failures, documents_failed=len(failures))
+    with open_indexer(settings) as indexer:
+        for path in files:
+            total.add(ingest_document(indexer, path, tag_list))
+        if prune:
+            total.documents_removed += prune_documents(indexer)
+        indexer.store.flush()
+    return total
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="docvec ingestion flow")
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--no-recursive", action="store_true")
+    ap.add_argument("--prune", action="store_true")
+    ap.add_argument("--tag", action="append", default=[])
+    ap.add_argument("--cron", help="serve the flow on this schedule (needs a Prefect server)")
+    args = ap.parse_args()
+    params = {"paths": args.paths, "recursive": not args.no_recursive, "prune": args.prune, "tags": args.tag}
+    if args.cron:
+        ingest_flow.serve(name="docvec-ingest-scheduled", cron=args.cron, parameters=params)
+    else:
+        print(ingest_flow(**params).model_dump_json(indent=2))

@@ -1,0 +1,62 @@
+"""The Prefect flow, once through the engine (an ephemeral Prefect server, as on a laptop)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docvec.config import Settings
+from docvec.payloads import IngestReport
+from docvec.pipeline import open_settings_store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect")))
+    mp.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    mp.setenv("DO_NOT_TRACK", "1")
+    mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+    mp.undo()
+
+
+def _load_flow_module() -> object:
+    spec = importlib.util.spec_from_file_location("docvec_flow_ingest", ROOT / "flows" / "ingest.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ingest_flow_indexes_then_skips(
+    prefect_harness: None, tmp_path: Path, corpus: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("pysamples__minimal-document.pdf", "pysamples__smile.png", "qpdf__bad1.pdf"):
+        shutil.copy(corpus / name, docs / name)
+    monkeypatch.setenv("DOCVEC_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DOCVEC_MODEL", str(tiny_dir))
+    monkeypatch.setenv("DOCVEC_EMBED__MAX_PIXELS", str(28 * 28 * 64))
+    flow = _load_flow_module().ingest_flow  # type: ignore[attr-defined]
+
+    first: IngestReport = flow([str(docs)], tags=["via=prefect"])
+    assert (first.documents_indexed, first.pages_indexed, first.documents_failed) == (2, 2, 1)
+    assert "not a document" in first.failures[0].reason
+    second: IngestReport = flow([str(docs)])
+    assert (second.documents_indexed, second.documents_skipped) == (0, 2)
+
+    with open_settings_store(Settings()) as store:
+        payloads = [p for _, p in store.scroll("docvec")]
+    assert len(payloads) == 2 and all(p["tags"] == ["via=prefect"] for p in payloads)
