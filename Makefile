@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.docvec-setup
 
-.PHONY: setup demo test lint bench bench-full schemas clean
+.PHONY: setup demo test lint bench bench-full bench-ingest schemas clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,9 @@ bench: setup
 
 bench-full: setup
 	$(PY) benchmarks/bench_embed.py --full
+
+bench-ingest: setup
+	$(PY) benchmarks/bench_ingest.py
 
 schemas: setup
 	$(PY) -m docvec.schemas schemas

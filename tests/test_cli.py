@@ -150,7 +150,12 @@ def test_pulled_registry_model_is_used_by_name(tiny_files: ModelFiles, tmp_path:
     assert len(json.loads(out.stdout)[0]["vector"]) == 64
 
 
-def test_demo_runs(tmp_path: Path, cache_dir: Path) -> None:
-    r = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")])
+def test_demo_indexes_the_samples_and_searches(tmp_path: Path, cache_dir: Path) -> None:
+    env = {"DOCVEC_DATA_DIR": str(tmp_path / "data")}
+    r = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")], env=env)
     assert r.exit_code == 0, r.output
-    assert "total amount due on the invoice" in r.stdout and "random" in r.stdout
+    out = " ".join(r.stdout.split())
+    assert "indexed 3 documents (4 pages)" in out and "total amount due on the invoice" in out
+    assert "weights are random" in out and out.count(".pdf") + out.count(".png") >= 3
+    again = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")], env=env)
+    assert "skipped 3 unchanged" in " ".join(again.stdout.split())

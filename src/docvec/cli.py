@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,6 +120,81 @@ def embed(
     out.print(table)
 
 
+@app.command()
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="Files, folders and glob patterns of PDFs and images.")],
+    recursive: Annotated[
+        bool, typer.Option("--recursive/--no-recursive", help="Descend into folders.")
+    ] = True,
+    collection: Annotated[str | None, typer.Option(help="Collection to index into.")] = None,
+    prune: Annotated[bool, typer.Option("--prune", help="Remove documents whose files are gone.")] = False,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE metadata (repeatable).")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model folder, pair or registry name.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object summarising the run.")
+    ] = False,
+) -> None:
+    """Index documents: render every page, embed it, store it; unchanged files are skipped."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .pipeline import open_indexer, parse_tags
+
+    s = _settings(model=model, collection=collection)
+    with _errors():
+        tags = parse_tags(tag or ())
+        with (
+            open_indexer(s) as indexer,
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+                disable=as_json or not err.is_terminal,
+            ) as bar,
+        ):
+            task = bar.add_task("pages", total=None)
+
+            def progress(path: str, done: int, total: int) -> None:
+                bar.update(task, description=Path(path).name[:40], completed=done, total=total)
+
+            report = indexer.ingest(paths, recursive=recursive, prune=prune, tags=tags, progress=progress)
+    if as_json:
+        sys.stdout.write(report.model_dump_json() + "\n")
+    else:
+        out.print(
+            f"indexed {report.documents_indexed} documents ({report.pages_indexed} pages); "
+            f"skipped {report.documents_skipped} unchanged ({report.pages_skipped} pages); "
+            f"failed {report.documents_failed} documents, {report.pages_failed} pages"
+            + (f"; removed {report.documents_removed}" if report.documents_removed else "")
+        )
+        for f in report.failures:
+            where = f"{f.path} page {f.page}" if f.page else f.path
+            err.print(f"[red]failed:[/] {where}: {f.reason}", highlight=False, soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def delete(
+    target: Annotated[str, typer.Argument(help="A document id, or the path of an indexed file.")],
+    collection: Annotated[str | None, typer.Option(help="Collection to delete from.")] = None,
+) -> None:
+    """Remove a document (all its pages) from the index."""
+    from .pipeline import delete_document, open_settings_store
+
+    s = _settings(collection=collection)
+    with _errors(), open_settings_store(s) as store:
+        n = delete_document(store, s.collection, target)
+    if not n:
+        err.print(f"[bold red]error:[/] nothing indexed under {target}")
+        raise typer.Exit(1)
+    out.print(f"removed {n} pages of {target}")
+
+
 @models_app.command("tiny")
 def models_tiny(
     out_dir: Annotated[Path, typer.Argument(help="Folder for the checkpoint (hf/) and its GGUFs.")],
@@ -213,12 +289,17 @@ def demo(
         Path | None, typer.Option(help="Where to build the tiny model; default: the cache folder.")
     ] = None,
 ) -> None:
-    """Build the offline test model, embed two page images and two queries, print their similarities."""
+    """Build the offline test model, index the sample documents shipped with docvec, run one search.
+
+    The index goes to DOCVEC_DATA_DIR (default: a demo folder under the cache), never to a real one.
+    """
     from .demo import run_demo
 
     s = _settings()
+    if "DOCVEC_DATA_DIR" not in os.environ:
+        s = s.model_copy(update={"data_dir": s.cache_dir / "demo-data"})
     with _errors():
-        run_demo(model_dir or s.cache_dir / "models" / "tiny", cache_dir=s.cache_dir, console=out)
+        run_demo(s, model_dir=model_dir or s.cache_dir / "models" / "tiny", console=out)
 
 
 def main() -> None:  # pragma: no cover

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from .config import Settings
+from .payloads import IngestReport, PagePayload
 from .records import EmbeddingRecord
 
 __all__ = ["SCHEMAS", "render_schemas", "write_schemas"]
@@ -21,6 +22,8 @@ __all__ = ["SCHEMAS", "render_schemas", "write_schemas"]
 SCHEMAS: dict[str, Any] = {
     "settings.schema.json": Settings,
     "embed-output.schema.json": list[EmbeddingRecord],
+    "page-payload.schema.json": PagePayload,
+    "ingest-report.schema.json": IngestReport,
 }
 
 
