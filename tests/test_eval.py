@@ -1,0 +1,107 @@
+"""Retrieval metrics on hand-computed cases, and `docvec eval` on a dataset built here."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from docvec import Embedder, EmbedSettings, ModelFiles
+from docvec.cli import app
+from docvec.config import Settings
+from docvec.errors import InputError
+from docvec.evaluate import evaluate, load_dataset, ndcg_at, recall_at
+
+from .conftest import page_image
+
+SMALL = 28 * 28 * 64
+runner = CliRunner()
+
+
+def test_ndcg_on_hand_computed_rankings() -> None:
+    assert ndcg_at(["a", "b", "c"], {"a": 2, "b": 1}, 5) == pytest.approx(1.0)  # perfect
+    assert ndcg_at(["b", "a"], {"a": 1}, 5) == pytest.approx(1 / math.log2(3))  # relevant one at rank 2
+    # graded, swapped: (1 + 2/log2 3) / (2 + 1/log2 3)
+    expected = (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
+    assert ndcg_at(["b", "a"], {"a": 2, "b": 1}, 5) == pytest.approx(expected)
+    assert ndcg_at(["x", "y"], {"a": 1}, 5) == 0.0
+    assert ndcg_at(["a"], {}, 5) == 0.0 and ndcg_at(["a"], {"a": 0}, 5) == 0.0
+    # the cut-off: a relevant page at rank 6 does not count for nDCG@5
+    assert ndcg_at(["x1", "x2", "x3", "x4", "x5", "a"], {"a": 1}, 5) == 0.0
+    # more relevant pages than the cut-off: the ideal is the best k of them
+    assert ndcg_at(["a", "b"], {"a": 1, "b": 1, "c": 1}, 2) == pytest.approx(1.0)
+
+
+def test_recall_on_hand_computed_rankings() -> None:
+    rel = {"a": 1, "b": 2, "c": 1, "z": 0}
+    assert recall_at(["a", "x", "b"], rel, 2) == pytest.approx(1 / 3)
+    assert recall_at(["a", "x", "b"], rel, 3) == pytest.approx(2 / 3)
+    assert recall_at(["z", "c", "b", "a"], rel, 10) == pytest.approx(1.0)
+    assert recall_at(["a"], {}, 5) == 0.0
+    with pytest.raises(ValueError):
+        recall_at(["a"], rel, 0)
+
+
+def _dataset(root: Path) -> Path:
+    """6 pages: four images and a two-page PDF; 4 judged queries and one without judgements."""
+    corpus = root / "corpus"
+    corpus.mkdir(parents=True)
+    for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
+        page_image(220 + 20 * i, 300, seed=10 + i).save(corpus / f"{name}.png")
+    first, second = page_image(300, 400, seed=20), page_image(300, 400, seed=21)
+    first.save(corpus / "report.pdf", save_all=True, append_images=[second])
+    queries = [("q1", "alpha chart"), ("q2", "beta table"), ("q3", "report summary"), ("q4", "mixed")]
+    queries.append(("q5", "nobody judged this"))
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries))
+    qrels = ["query-id\tcorpus-id\tscore", "q1\talpha\t1", "q2\tbeta\t2", "q2\tgamma\t1"]
+    qrels += ["q3\treport#2\t1", "q4\treport#1\t2", "q4\tdelta\t1", "q4\tgamma\t0", "q5\talpha\t0"]
+    (root / "qrels.tsv").write_text("\n".join(qrels) + "\n")
+    return root
+
+
+def test_load_dataset(tmp_path: Path) -> None:
+    data = load_dataset(_dataset(tmp_path / "ds"))
+    assert len(data.queries) == 5
+    assert data.qrels["q1"] == {"alpha#1": 1.0} and data.qrels["q3"] == {"report#2": 1.0}
+    (tmp_path / "ds" / "qrels.tsv").write_text("q9\talpha\t1\n")
+    with pytest.raises(InputError, match="q9"):
+        load_dataset(tmp_path / "ds")
+    with pytest.raises(InputError, match=r"queries\.jsonl is missing"):
+        load_dataset(tmp_path)
+
+
+def test_evaluate_with_the_tiny_model(tmp_path: Path, tiny_dir: Path, tiny_files: ModelFiles) -> None:
+    ds = _dataset(tmp_path / "ds")
+    s = Settings(data_dir=tmp_path / "user-data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL))
+    with Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2)) as emb:
+        report = evaluate(ds, s, k=10, embedder=emb)
+    assert (report.queries, report.queries_unjudged, report.pages_indexed) == (4, 1, 6)
+    assert report.documents_failed == 0
+    # k=10 covers the whole 6-page corpus, so every relevant page is found whatever the (random) model does
+    assert report.recall_at_k == pytest.approx(1.0)
+    assert 0.0 <= report.ndcg_at_5 <= 1.0
+    ids = {"alpha#1", "beta#1", "gamma#1", "delta#1", "report#1", "report#2"}
+    assert all(set(r.ranked) == ids for r in report.per_query)
+    assert not (tmp_path / "user-data").exists()  # the user's index is never touched
+
+
+def test_cli_eval_json_and_errors(tmp_path: Path, tiny_dir: Path) -> None:
+    ds = _dataset(tmp_path / "ds")
+    env = {
+        "DOCVEC_DATA_DIR": str(tmp_path / "user-data"),
+        "DOCVEC_MODEL": str(tiny_dir),
+        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+    }
+    r = runner.invoke(app, ["eval", str(ds), "-k", "2", "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert got["queries"] == 4 and got["k"] == 2
+    for metric in ("ndcg@5", "recall@2"):
+        assert isinstance(got[metric], float) and 0.0 <= got[metric] <= 1.0
+    r = runner.invoke(app, ["eval", str(ds)], env=env)
+    assert r.exit_code == 0 and "nDCG@5" in r.stdout and "recall@10" in r.stdout
+    r = runner.invoke(app, ["eval", str(tmp_path / "nothing")], env=env)
+    assert r.exit_code == 2 and "missing" in r.output
