@@ -1,0 +1,443 @@
+"""The HTTP API with the real parts (tiny model, embedded Qdrant): in process and over a socket."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from docvec.api import API_MODELS, MAX_QUERY_CHARS, create_app
+from docvec.config import EmbedSettings, RenderSettings, Settings
+from docvec.errors import DocvecError, InputError
+from docvec.pipeline import open_indexer
+from docvec.store import StoreUnavailableError
+
+from .conftest import page_image
+
+#: 8x8 tokens a page, as in test_ingest: fast, and the same path
+SMALL = 28 * 28 * 64
+
+DOCS = {
+    "pysamples__minimal-document.pdf": 1,
+    "pysamples__pdflatex-4-pages.pdf": 4,
+    "pysamples__smile.png": 1,
+}
+TAGGED = "pysamples__pdflatex-4-pages.pdf"
+PNG = b"\x89PNG\r\n\x1a\n"
+JPEG = b"\xff\xd8\xff"
+
+
+class KeyedSettings(Settings):
+    """Settings with the fields the API reads when present (to be added to Settings)."""
+
+    api_key: str | None = None
+    max_upload_mb: int = 50
+
+
+def _settings(data_dir: Path, tiny_dir: Path, cls: type[Settings] = Settings, **extra: Any) -> Settings:
+    return cls(
+        data_dir=data_dir,
+        model=str(tiny_dir),
+        embed=EmbedSettings(max_pixels=SMALL, threads=2),
+        render=RenderSettings(workers=1, timeout_s=120),
+        **extra,
+    )
+
+
+def _doc_id(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:32]
+
+
+@pytest.fixture(scope="module")
+def docs(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("api-docs")
+    return {name: Path(shutil.copy(corpus / name, folder / name)) for name in DOCS}
+
+
+@pytest.fixture(scope="module")
+def settings(docs: dict[str, Path], tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    s = _settings(tmp_path_factory.mktemp("api-data"), tiny_dir)
+    # the store has one owner: index first, close, then let the app open it
+    with open_indexer(s) as ix:
+        untagged = [p for n, p in docs.items() if n != TAGGED]
+        assert ix.ingest(untagged).ok
+        assert ix.ingest([docs[TAGGED]], tags=["team=legal", "year=2024"]).ok
+    return s
+
+
+@pytest.fixture(scope="module")
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as c:  # the context runs the lifespan
+        yield c
+
+
+# -- search --------------------------------------------------------------------------------------------
+
+
+def _check_hit(client: TestClient, hit: dict[str, object], docs: dict[str, Path]) -> None:
+    by_id = {_doc_id(p): (n, p) for n, p in docs.items()}
+    assert set(hit) == {"doc_id", "source", "page", "score", "tags", "thumbnail_url", "image_url"}
+    name, path = by_id[str(hit["doc_id"])]
+    assert hit["source"] == str(path.resolve())
+    assert 1 <= int(str(hit["page"])) <= DOCS[name]
+    base = f"/documents/{hit['doc_id']}/pages/{hit['page']}"
+    assert (hit["thumbnail_url"], hit["image_url"]) == (f"{base}/thumbnail", f"{base}/image")
+
+
+def test_search_post_and_get(client: TestClient, docs: dict[str, Path]) -> None:
+    r = client.post("/search", json={"query": "a page with a table", "top_k": 6})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["top_k"] == 6 and len(body["hits"]) == 6  # 6 indexed pages
+    scores = [h["score"] for h in body["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    pages = set()
+    for hit in body["hits"]:
+        _check_hit(client, hit, docs)
+        pages.add((hit["doc_id"], hit["page"]))
+    assert (_doc_id(docs[TAGGED]), 4) in pages and (_doc_id(docs[TAGGED]), 0) not in pages
+    tagged = next(h for h in body["hits"] if h["doc_id"] == _doc_id(docs[TAGGED]))
+    assert tagged["tags"] == {"team": "legal", "year": "2024"}
+
+    g = client.get("/search", params={"q": "a page with a table", "k": 6})
+    assert g.status_code == 200
+    assert g.json()["hits"] == body["hits"]
+    assert len(client.get("/search", params={"q": "x"}).json()["hits"]) == 5  # default k
+
+
+def test_hit_urls_serve_page_images(client: TestClient) -> None:
+    hits = client.get("/search", params={"q": "smile", "k": 6}).json()["hits"]
+    for hit in hits:
+        image = client.get(hit["image_url"])
+        thumb = client.get(hit["thumbnail_url"])
+        assert image.status_code == thumb.status_code == 200
+        assert image.headers["content-type"] == "image/png" and image.content.startswith(PNG)
+        assert thumb.headers["content-type"] == "image/jpeg" and thumb.content.startswith(JPEG)
+        with Image.open(io.BytesIO(thumb.content)) as im:
+            assert max(im.size) <= 256
+
+
+def test_search_filters(client: TestClient, docs: dict[str, Path]) -> None:
+    one = _doc_id(docs["pysamples__minimal-document.pdf"])
+    r = client.post("/search", json={"query": "text", "top_k": 10, "filter": {"doc_id": one}})
+    assert [(h["doc_id"], h["page"]) for h in r.json()["hits"]] == [(one, 1)]
+    r = client.post("/search", json={"query": "text", "top_k": 10, "filter": {"tags": {"team": "legal"}}})
+    assert sorted(h["page"] for h in r.json()["hits"]) == [1, 2, 3, 4]
+    both = {"team": "legal", "year": "2024"}
+    r = client.post("/search", json={"query": "text", "top_k": 10, "filter": {"tags": both}})
+    assert sorted(h["page"] for h in r.json()["hits"]) == [1, 2, 3, 4]
+    for tags in ({"team": "nobody"}, {"team": "legal", "year": "1999"}):  # every tag must hold
+        r = client.post("/search", json={"query": "text", "filter": {"tags": tags}})
+        assert r.status_code == 200 and r.json()["hits"] == []
+    folder = str(docs[TAGGED].resolve().parent)
+    r = client.post("/search", json={"query": "text", "top_k": 10, "filter": {"source_prefix": folder}})
+    assert len(r.json()["hits"]) == 6
+    r = client.post("/search", json={"query": "text", "filter": {"source_prefix": "/nowhere/"}})
+    assert r.json()["hits"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "   "}, "empty"),
+        ({"query": "x" * (MAX_QUERY_CHARS + 1)}, "query"),
+        ({"query": "x", "top_k": 0}, "top_k"),
+        ({"query": "x", "top_k": 101}, "top_k"),
+        ({"query": "x", "top_k": "many"}, "top_k"),
+        ({}, "query"),
+        ({"query": "x", "filter": {"doc_id": "../../etc"}}, "doc_id"),
+        ({"query": "x", "filter": {"tags": "team=legal"}}, "tags"),
+        ({"query": "x", "filter": {"tags": {"team": ""}}}, "tags"),
+        ({"query": "x", "filter": {"colour": "red"}}, "colour"),
+        ({"query": "x", "filter": []}, "filter"),
+    ],
+)
+def test_search_rejects_bad_input(client: TestClient, body: dict[str, object], fragment: str) -> None:
+    r = client.post("/search", json=body)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert fragment in detail and "Traceback" not in r.text
+    assert len(r.text) < 2000  # the over-long query is not echoed back
+
+
+def test_search_get_rejects_bad_input(client: TestClient) -> None:
+    bad: list[dict[str, str | int]] = [
+        {"q": ""},
+        {"q": "x" * 1001},
+        {"q": "x", "k": 0},
+        {"q": "x", "k": 101},
+        {},
+    ]
+    for params in bad:
+        r = client.get("/search", params=params)
+        assert r.status_code == 422, (params, r.text)
+        assert r.json()["detail"]
+    r = client.post("/search", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+
+
+def test_concurrent_searches_agree(client: TestClient) -> None:
+    queries = ["invoice total", "a smiling face", "chapter one"]
+
+    def worker(_: int) -> list[list[tuple[str, int, float]]]:
+        out = []
+        for q in queries:
+            r = client.post("/search", json={"query": q, "top_k": 4})
+            assert r.status_code == 200, r.text
+            out.append([(h["doc_id"], h["page"], h["score"]) for h in r.json()["hits"]])
+        return out
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(worker, range(8)))
+    assert all(r == results[0] for r in results)
+    assert all(len(hits) == 4 for hits in results[0])
+
+
+# -- documents -----------------------------------------------------------------------------------------
+
+
+def test_documents_list_and_get(client: TestClient, docs: dict[str, Path]) -> None:
+    body = client.get("/documents").json()
+    assert body["total"] == 3 and body["offset"] == 0
+    entries = {d["doc_id"]: d for d in body["documents"]}
+    for name, path in docs.items():
+        d = entries[_doc_id(path)]
+        assert d["source"] == str(path.resolve())
+        assert d["page_count"] == d["pages_indexed"] == DOCS[name]
+        assert d["tags"] == ({"team": "legal", "year": "2024"} if name == TAGGED else {})
+        assert d["ingested_at"]
+    assert [d["source"] for d in body["documents"]] == sorted(d["source"] for d in body["documents"])
+
+    paged = client.get("/documents", params={"offset": 1, "limit": 1}).json()
+    assert paged["total"] == 3 and [d["doc_id"] for d in paged["documents"]] == [
+        body["documents"][1]["doc_id"]
+    ]
+    assert client.get("/documents", params={"limit": 0}).status_code == 422
+
+    doc_id = _doc_id(docs[TAGGED])
+    detail = client.get(f"/documents/{doc_id}").json()
+    assert [p["page"] for p in detail["pages"]] == [1, 2, 3, 4]
+    assert detail["pages"][2]["image_url"] == f"/documents/{doc_id}/pages/3/image"
+    assert client.get(detail["pages"][3]["thumbnail_url"]).content.startswith(JPEG)
+
+
+def test_unknown_document_and_page_are_404(client: TestClient, docs: dict[str, Path]) -> None:
+    unknown = "0" * 32
+    for url in (
+        f"/documents/{unknown}",
+        f"/documents/{unknown}/pages/1/image",
+        f"/documents/{unknown}/pages/1/thumbnail",
+        f"/documents/{_doc_id(docs[TAGGED])}/pages/5/image",
+        f"/documents/{_doc_id(docs[TAGGED])}/pages/99/thumbnail",
+    ):
+        r = client.get(url)
+        assert r.status_code == 404, url
+        assert r.json()["detail"]
+    assert client.delete(f"/documents/{unknown}").status_code == 404
+    assert client.get(f"/documents/{_doc_id(docs[TAGGED])}/pages/0/image").status_code == 422
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/documents/..%2F..%2Fetc/pages/1/image",
+        "/documents/..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd/pages/1/image",
+        "/documents/%2e%2e/pages/1/thumbnail",
+        "/documents/abc%2Fdef/pages/1/image",
+        "/documents/abc/def/pages/1/image",
+        "/documents/" + "a" * 31 + "%2F/pages/1/image",
+        "/documents/" + "A" * 32 + "/pages/1/image",
+    ],
+)
+def test_path_traversal_is_refused(client: TestClient, url: str) -> None:
+    r = client.get(url)
+    assert r.status_code in (404, 422), (url, r.status_code)
+    assert b"root:" not in r.content and not r.content.startswith(PNG)
+
+
+# -- uploads -------------------------------------------------------------------------------------------
+
+
+def test_upload_png_then_search_then_delete(client: TestClient, tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    page_image(300, 400, seed=7).save(buf, "PNG")
+    r = client.post(
+        "/documents", files={"file": ("scan.png", buf.getvalue(), "image/png")}, data={"tag": ["kind=scan"]}
+    )
+    assert r.status_code == 200, r.text
+    up = r.json()
+    sha = hashlib.sha256(buf.getvalue()).hexdigest()
+    assert up["doc_id"] == sha[:32] and up["pages"] == 1 and not up["already_indexed"]
+    assert Path(up["source"]).name == f"{sha}.png" and Path(up["source"]).parent.name == "uploads"
+
+    hits = client.post("/search", json={"query": "scan", "filter": {"doc_id": up["doc_id"]}}).json()["hits"]
+    assert [(h["doc_id"], h["page"]) for h in hits] == [(up["doc_id"], 1)]
+    assert client.get(hits[0]["image_url"]).content.startswith(PNG)
+    assert hits[0]["tags"] == {"kind": "scan"}
+    assert client.get("/documents").json()["total"] == 4
+
+    again = client.post("/documents", files={"file": ("copy.png", buf.getvalue(), "image/png")}).json()
+    assert again["doc_id"] == up["doc_id"] and again["already_indexed"]
+
+    d = client.delete(f"/documents/{up['doc_id']}")
+    assert d.status_code == 200 and d.json() == {"doc_id": up["doc_id"], "pages_removed": 1}
+    assert client.get(f"/documents/{up['doc_id']}").status_code == 404
+    assert client.get("/documents").json()["total"] == 3
+
+
+def test_upload_refusals(client: TestClient, corpus: Path) -> None:
+    r = client.post("/documents", files={"file": ("notes.txt", b"just some text\n", "text/plain")})
+    assert r.status_code == 422
+    assert "not a document" in r.json()["detail"]
+    r = client.post("/documents", files={"file": ("empty.pdf", b"", "application/pdf")})
+    assert r.status_code == 422 and "empty" in r.json()["detail"]
+    encrypted = (corpus / "pysamples__libreoffice-writer-password.pdf").read_bytes()
+    r = client.post("/documents", files={"file": ("secret.pdf", encrypted, "application/pdf")})
+    assert r.status_code == 422 and "password" in r.json()["detail"]
+    assert r.json()["errors"][0]["reason"]
+    assert client.post("/documents").status_code == 422  # no file part
+    r = client.post("/documents", files={"file": ("a.png", b"x")}, data={"tag": ["no-equals"]})
+    assert r.status_code == 400 and "key=value" in r.json()["detail"]
+    assert client.get("/documents").json()["total"] == 3
+
+
+def test_request_body_limit(client: TestClient) -> None:
+    r = client.post(
+        "/search", content=b"{" + b" " * (2 << 20) + b"}", headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no content-length: the limit is counted as the body streams
+        for _ in range(3):
+            yield b" " * (1 << 20)
+
+    r = client.post("/search", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+# -- health, page, key, socket -------------------------------------------------------------------------
+
+
+def test_healthz_and_page(client: TestClient) -> None:
+    r = client.get("/healthz")
+    assert r.status_code == 200 and r.json()["status"] == "ok" and r.json()["pages"] == 6
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "<script>" in page.text and "http" not in page.text.split("<script>")[1].split("</script>")[0]
+    assert client.get("/openapi.json").json()["paths"]["/search"]
+    assert {m.__name__ for m in API_MODELS} >= {"SearchResponse", "DocumentList", "ErrorResponse"}
+
+
+@pytest.fixture(scope="module")
+def keyed_client(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    s = _settings(
+        tmp_path_factory.mktemp("api-keyed"), tiny_dir, KeyedSettings, api_key="s3cret", max_upload_mb=1
+    )
+    with TestClient(create_app(s)) as c:
+        yield c
+
+
+def test_api_key(keyed_client: TestClient, client: TestClient) -> None:
+    c = keyed_client
+    for method, url in (("GET", "/search?q=x"), ("POST", "/search"), ("GET", "/documents"), ("GET", "/docs")):
+        assert c.request(method, url).status_code == 401, url
+        assert c.request(method, url, headers={"X-API-Key": "wrong"}).status_code == 401
+    assert c.get("/search?q=x", headers={"X-API-Key": "s3cret"}).status_code == 200
+    assert c.get("/healthz").status_code == 200 and c.get("/").status_code == 200
+    assert client.get("/documents").status_code == 200  # no key configured: open
+
+
+def test_oversized_upload_is_413(keyed_client: TestClient) -> None:
+    h = {"X-API-Key": "s3cret"}
+    r = keyed_client.post("/documents", headers=h, files={"file": ("big.pdf", b"%PDF-" + b"0" * (2 << 20))})
+    assert r.status_code == 413 and "bytes" in r.json()["detail"]
+    # under the header limit (multipart slack) but over the upload limit: refused while streaming to disk
+    r = keyed_client.post(
+        "/documents", headers=h, files={"file": ("big.pdf", b"%PDF-" + b"0" * ((1 << 20) + 1000))}
+    )
+    assert r.status_code == 413
+    uploads = keyed_client.app.state.services.settings.data_dir / "uploads"  # type: ignore[attr-defined]
+    assert not any(uploads.iterdir())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_over_a_real_socket(tiny_dir: Path, tmp_path: Path) -> None:
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(_settings(tmp_path / "data", tiny_dir)), port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+            time.sleep(0.05)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            assert http.get("/healthz").json()["status"] == "ok"
+            assert http.get("/search", params={"q": "anything"}).json()["hits"] == []
+            assert http.post("/search", json={"query": ""}).status_code == 422
+            assert http.get("/").text.startswith("<!doctype html>")
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "detail"),
+    [
+        (
+            StoreUnavailableError("qdrant at http://q:6333 is down", url="http://q:6333", attempts=3),
+            503,
+            "down",
+        ),
+        (InputError("cannot embed this"), 400, "cannot embed this"),
+        (DocvecError("the page store is read-only"), 500, "read-only"),
+        (RuntimeError("secret internals"), 500, "internal error"),
+    ],
+)
+def test_errors_map_to_status_codes(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, error: Exception, status: int, detail: str
+) -> None:
+    def failing(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr("docvec.api.search", failing)
+    quiet = TestClient(client.app, raise_server_exceptions=False)  # same app and lifespan state
+    r = quiet.get("/search", params={"q": "x"})
+    assert r.status_code == status
+    assert r.json()["detail"] == detail or detail in r.json()["detail"]
+    assert "Traceback" not in r.text and "secret" not in r.text
+
+
+def test_healthz_503_when_the_store_fails(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = client.app.state.services.indexer.store  # type: ignore[attr-defined]
+
+    def down(*args: object, **kwargs: object) -> int:
+        raise StoreUnavailableError("qdrant unreachable", url="http://q", attempts=3)
+
+    monkeypatch.setattr(store, "count", down)
+    r = client.get("/healthz")
+    assert (
+        r.status_code == 503 and r.json()["status"] == "unavailable" and "unreachable" in r.json()["detail"]
+    )
