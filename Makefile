@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.docvec-setup
 
-.PHONY: setup demo test lint bench bench-full bench-ingest schemas clean
+.PHONY: setup demo test lint browser bench bench-full bench-ingest bench-search schemas clean
 
 setup: $(STAMP)
 
@@ -27,7 +27,11 @@ lint: setup
 	$(PY) -m ruff format --check src tests benchmarks flows
 	$(PY) -m mypy
 
-test: lint
+# The web page is tested in a real headless Chromium (Debian's package; installed here when missing).
+browser:
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+test: lint browser
 	$(PY) -m pytest
 
 bench: setup
@@ -38,6 +42,9 @@ bench-full: setup
 
 bench-ingest: setup
 	$(PY) benchmarks/bench_ingest.py
+
+bench-search: setup
+	$(PY) benchmarks/bench_search.py
 
 schemas: setup
 	$(PY) -m docvec.schemas schemas

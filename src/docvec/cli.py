@@ -195,6 +195,116 @@ def delete(
     out.print(f"removed {n} pages of {target}")
 
 
+def _hit_row(h: Any) -> dict[str, Any]:
+    """The JSON form of a :class:`docvec.search.SearchHit` (what ``search --json`` prints)."""
+    return {
+        "doc_id": h.doc_id,
+        "source": h.source,
+        "page": h.page,
+        "score": round(h.score, 6),
+        "tags": list(h.payload.get("tags") or []),
+    }
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for, in words.")],
+    k: Annotated[int, typer.Option("-k", help="How many pages to return (1-100).")] = 5,
+    filter_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter", help="doc_id=ID, source=PATH_PREFIX, or a tag KEY=VALUE (repeatable; all must hold)."
+        ),
+    ] = None,
+    collection: Annotated[str | None, typer.Option(help="Collection to search.")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model folder, pair or registry name.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list of hits {doc_id, source, page, score, tags}.")
+    ] = False,
+) -> None:
+    """Find the pages that best match a text query."""
+    from .embed import Embedder
+    from .errors import InputError
+    from .pipeline import open_settings_store
+    from .search import SearchFilter
+    from .search import search as run_search
+    from .store import CollectionNotFoundError
+
+    s = _settings(model=model, collection=collection)
+    with _errors():
+        # checked before the model is loaded: a typo should not cost seconds of loading
+        if not 1 <= k <= 100:
+            raise InputError(f"-k must be between 1 and 100, not {k}")
+        if not query.strip():
+            raise InputError("the query is empty")
+        flt = SearchFilter.parse(filter_ or ())
+        with Embedder.open(s.model, s.embed) as emb, open_settings_store(s) as store:
+            try:
+                hits = run_search(emb, store, s.collection, query, k=k, flt=flt)
+            except CollectionNotFoundError:
+                raise InputError(
+                    f"nothing is indexed in collection {s.collection!r} under {s.data_dir}: "
+                    "run `docvec ingest` first"
+                ) from None
+    if as_json:
+        sys.stdout.write(json.dumps([_hit_row(h) for h in hits]) + "\n")
+        return
+    if not hits:
+        err.print("no matching pages")
+        return
+    table = Table("rank", "score", "document", "page", "doc_id")
+    for rank, h in enumerate(hits, start=1):
+        table.add_row(str(rank), f"{h.score:+.4f}", Path(h.source).name, str(h.page), h.doc_id)
+    out.print(table)
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[
+        Path, typer.Argument(help="Folder with queries.jsonl, qrels.tsv and corpus/ (BEIR/ViDoRe style).")
+    ],
+    k: Annotated[int, typer.Option("-k", help="Cut-off of recall@k (1-100).")] = 10,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model folder, pair or registry name.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as one JSON object.")] = False,
+) -> None:
+    """Measure retrieval quality (nDCG@5, recall@k) on a dataset, indexed into a temporary store."""
+    from .evaluate import evaluate
+
+    s = _settings(model=model)
+    with _errors():
+        report = evaluate(dataset, s, k=k)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict()) + "\n")
+        return
+    table = Table("metric", "value")
+    table.add_row("queries", str(report.queries))
+    table.add_row("pages indexed", str(report.pages_indexed))
+    table.add_row("nDCG@5", f"{report.ndcg_at_5:.4f}")
+    table.add_row(f"recall@{report.k}", f"{report.recall_at_k:.4f}")
+    out.print(table)
+    if report.documents_failed:
+        err.print(f"[yellow]{report.documents_failed} corpus documents could not be indexed[/]")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Serve the search API (OpenAPI at /docs) and the search page (/) with uvicorn."""
+    import uvicorn
+
+    from .api import create_app
+
+    s = _settings()
+    with _errors():
+        uvicorn.run(create_app(s), host=host, port=port, log_level=s.log_level.lower())
+
+
 @models_app.command("tiny")
 def models_tiny(
     out_dir: Annotated[Path, typer.Argument(help="Folder for the checkpoint (hf/) and its GGUFs.")],

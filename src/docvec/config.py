@@ -89,6 +89,8 @@ class Settings(BaseSettings):
         None, description="A Qdrant server or cluster; unset: the embedded store under data_dir/qdrant."
     )
     qdrant_api_key: str | None = Field(None, description="API key of the Qdrant server.")
+    api_key: str | None = Field(None, description="When set, the REST API asks for it (X-API-Key header).")
+    max_upload_mb: int = Field(50, ge=1, description="Largest document `POST /documents` accepts, in MB.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)

@@ -6,6 +6,7 @@ python -m docvec.schemas schemas/
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,21 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+def _api_schemas() -> dict[str, Any]:
+    # imported here: generating the other schemas needs no web framework
+    from .api import API_MODELS
+
+    return {f"api-{_kebab(m.__name__)}.schema.json": m for m in API_MODELS}
+
+
 def render_schemas() -> dict[str, str]:
     """Each schema file's expected text."""
     out = {}
-    for name, model in SCHEMAS.items():
+    for name, model in {**SCHEMAS, **_api_schemas()}.items():
         if isinstance(model, type) and issubclass(model, BaseModel):
             schema = model.model_json_schema()
         else:
