@@ -71,6 +71,22 @@ def embedder(tiny_files: ModelFiles) -> Iterator[Embedder]:
 
 
 @pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One temporary Prefect server for the whole session (it takes 20-40 s to start)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect")))
+    mp.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    mp.setenv("DO_NOT_TRACK", "1")
+    mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
 def corpus() -> Path:
     if not (CORPUS / "MANIFEST.tsv").is_file():
         pytest.fail(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,21 +13,6 @@ from docvec.payloads import IngestReport
 from docvec.pipeline import open_settings_store
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect")))
-    mp.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    mp.setenv("DO_NOT_TRACK", "1")
-    mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
-    mp.undo()
 
 
 def _load_flow_module() -> object:

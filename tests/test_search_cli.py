@@ -132,21 +132,6 @@ def test_cli_search_errors_are_one_clear_line(args: list[str], message: str, ind
     assert message in " ".join(r.output.split()) and "Traceback" not in r.output
 
 
-@pytest.fixture(scope="module")
-def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PREFECT_HOME", str(tmp_path_factory.mktemp("prefect")))
-    mp.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    mp.setenv("DO_NOT_TRACK", "1")
-    mp.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield
-    mp.undo()
-
-
 def test_query_flow_writes_json_lines(
     prefect_harness: None, indexed: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
