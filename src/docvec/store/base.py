@@ -181,6 +181,24 @@ class Filter:
         return [(key, values) for key, values in pairs if values]
 
 
+class ClosingContext:
+    """``with store: ...`` closes the store on the way out; the backends share this."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 class VectorStore(Protocol):
     """A store of named collections of :class:`Point`; one dense cosine vector (``"page"``) per point.
 

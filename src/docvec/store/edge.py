@@ -24,8 +24,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +35,7 @@ from .base import (
     DISTANCE,
     INDEXED_FIELDS,
     VECTOR_NAME,
+    ClosingContext,
     CollectionNotFoundError,
     Filter,
     Hit,
@@ -100,7 +100,7 @@ def read_owner(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-class EdgeStore:
+class EdgeStore(ClosingContext):
     """A :class:`~docvec.store.VectorStore` in a local folder, one qdrant-edge shard per collection.
 
     Writes go to each shard's write-ahead log before they are acknowledged, so they survive a crash of
@@ -456,17 +456,6 @@ class EdgeStore:
             log.info("closed embedded store %s", self.path)
             if first_error is not None:
                 raise first_error
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

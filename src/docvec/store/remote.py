@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +32,7 @@ from docvec.errors import DocvecError
 from .base import (
     INDEXED_FIELDS,
     VECTOR_NAME,
+    ClosingContext,
     CollectionNotFoundError,
     Filter,
     Hit,
@@ -123,7 +123,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-class RemoteStore:
+class RemoteStore(ClosingContext):
     """A :class:`~docvec.store.VectorStore` on a Qdrant server or cluster (``url``), or on qdrant-client's
     local mode for tests (``path=`` a folder or ``":memory:"``, or ``url=":memory:"``).
 
@@ -453,17 +453,6 @@ class RemoteStore:
             self._client.close()
         except Exception as exc:
             raise StoreError(f"closing {self.where} failed: {_describe(exc)}") from exc
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
