@@ -33,7 +33,7 @@ from .config import Settings
 from .embed import Embedder
 from .errors import ConfigError, DocvecError, InputError
 from .payloads import IngestReport
-from .pipeline import Indexer, open_indexer, parse_tags
+from .pipeline import Indexer, delete_points, open_indexer, parse_tags
 from .render import RenderError, detect_kind
 from .search import SearchFilter as PageFilter
 from .search import search
@@ -588,13 +588,9 @@ def create_app(settings: Settings) -> FastAPI:
     def delete_document(request: Request, doc_id: _DOC_ID) -> DeleteResponse:
         """Remove a document (all its pages) from the index; its page images stay in the page store."""
         svc = _services(request)
-        store, flt = svc.indexer.store, Filter(doc_ids=(doc_id,))
-        # by id only: pipeline.delete_document would read an id that names a file in the cwd as a path
+        # by id only, never guessing a path as delete_document does for the CLI
         with svc.write_lock:
-            n = store.count(svc.collection, flt)
-            if n:
-                store.delete_where(svc.collection, flt)
-                store.flush()
+            n = delete_points(svc.indexer.store, svc.collection, Filter(doc_ids=(doc_id,)))
         if not n:
             raise NotFoundError(f"no document {doc_id}")
         return DeleteResponse(doc_id=doc_id, pages_removed=n)

@@ -39,6 +39,7 @@ __all__ = [
     "DOCUMENT_SUFFIXES",
     "Indexer",
     "delete_document",
+    "delete_points",
     "discover",
     "embedding_info",
     "open_indexer",
@@ -309,11 +310,8 @@ class Indexer:
         return len(set(stale.values()) - {doc_id})
 
 
-def delete_document(store: VectorStore, collection: str, target: str) -> int:
-    """Remove a document by id, or every document read from the file ``target``; returns points removed."""
-    p = Path(target)
-    by_path = p.exists() or os.sep in target
-    flt = Filter(sources=(str(p.resolve()),)) if by_path else Filter(doc_ids=(target,))
+def delete_points(store: VectorStore, collection: str, flt: Filter) -> int:
+    """Remove the points matching ``flt`` and make it durable; returns how many there were."""
     if collection not in store.collections():
         return 0
     n = store.count(collection, flt)
@@ -321,6 +319,17 @@ def delete_document(store: VectorStore, collection: str, target: str) -> int:
         store.delete_where(collection, flt)
         store.flush()
     return n
+
+
+def delete_document(store: VectorStore, collection: str, target: str) -> int:
+    """Remove a document by id, or every document read from the file ``target``; returns points removed.
+
+    For people typing either at a prompt: an existing file or anything with a path separator is a path.
+    """
+    p = Path(target)
+    by_path = p.exists() or os.sep in target
+    flt = Filter(sources=(str(p.resolve()),)) if by_path else Filter(doc_ids=(target,))
+    return delete_points(store, collection, flt)
 
 
 def open_settings_store(settings: Settings) -> VectorStore:
