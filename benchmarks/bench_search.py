@@ -1,21 +1,22 @@
 """Search latency, measured side by side in one run.
 
-    python benchmarks/bench_search.py [--model DIR] [--sizes 1000,10000,100000] [--queries 100] [--hnsw]
-                                      [--data random|lowrank] [--clients 8] [--seconds 10]
+    python benchmarks/bench_search.py [--model DIR] [--sizes 1000,10000,100000] [--queries 100]
+                                      [--data random|lowrank|both] [--clients 8] [--seconds 10]
 
 Prints p50/p95 of the two parts of a query apart:
 
 - embedding the query text (the tiny test model by default, or --model);
-- the embedded store's search (EdgeStore, top 10) over 1k, 10k and 100k synthetic random unit vectors of
-  2048 numbers (jina-v4's size), beside a numpy brute-force scan of the same vectors (the exact-search
-  floor), and the ratio store/numpy at each size (target <= 2x). Where exact search in the store is over
-  2x numpy at the largest size (or with --hnsw), the store's HNSW index is built (EdgeStore.optimize) and
-  measured again, with its recall@10 against numpy's exact top 10 (target >= 0.95);
-- requests/s of POST /search under concurrent local load, when docvec.api.create_app exists.
+- the embedded store's search (EdgeStore, top 10) over 1k, 10k and 100k synthetic unit vectors of 2048
+  numbers (jina-v4's size), beside a numpy brute-force scan of the same float32 vectors (the exact-search
+  floor), with the ratio store/numpy and the store's recall@10 against numpy's exact top 10. Each size is
+  measured twice: as written (a float16 scan) and after EdgeStore.optimize(), which every ingest run ends
+  with (a scan of the int8 copy, rescored; see docvec.store.base). The target column applies the issue's
+  rule: within 2x of the floor, or below it with recall@10 >= 0.95;
+- requests/s of POST /search under concurrent local load.
 
-Uniform random vectors (the default) are an approximate index's worst case: they have no neighbourhood
-structure, and HNSW recall on them is very low. ``--data lowrank`` draws vectors near a 32-d subspace,
-closer to real embeddings (low intrinsic dimension), where the index's recall is meaningful.
+Two kinds of synthetic vectors: uniform random ones (no neighbourhood structure: the near-ties of their
+top 10 are the hardest case for any approximation), and vectors near a 32-d subspace, closer to real
+embeddings (low intrinsic dimension). ``--data both`` (the default) runs one after the other.
 """
 
 from __future__ import annotations
@@ -122,6 +123,19 @@ def exact_top(data: npt.NDArray[np.float32], q: npt.NDArray[np.float32], k: int)
     return top[np.argsort(-scores[top])]
 
 
+def recall(store: Any, data: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]) -> float:
+    """Mean recall@K of the store's collection "bench" (point i holds ``data[i]``) against the exact
+    float32 top K of each query."""
+    from docvec.store import point_id
+
+    ids = {point_id("bench", x): x for x in range(len(data))}
+    found = []
+    for q in queries:
+        got = {ids[h.id] for h in store.search("bench", q, K)}
+        found.append(len(got & set(exact_top(data, q, K).tolist())) / K)
+    return float(np.mean(found))
+
+
 def low_rank(rng: np.random.Generator, n: int, basis: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """Unit vectors near a low-dimensional subspace (``basis`` rows), plus a little full-rank noise.
 
@@ -134,7 +148,13 @@ def low_rank(rng: np.random.Generator, n: int, basis: npt.NDArray[np.float32]) -
     return v
 
 
-def bench_store(sizes: list[int], n_queries: int, *, hnsw: bool = False, data_kind: str = "random") -> None:
+def verdict(ratio: float, rec: float) -> str:
+    """The issue's target: within 2x of the exact floor, or below it with recall@K >= 0.95."""
+    ok = (ratio <= 2 and rec >= 0.99) or (ratio < 1 and rec >= 0.95)
+    return "ok" if ok else "MISSED"
+
+
+def bench_store(sizes: list[int], n_queries: int, *, data_kind: str = "random") -> None:
     from docvec.store import EdgeStore, Point, point_id
 
     rng = np.random.default_rng(0)
@@ -147,7 +167,10 @@ def bench_store(sizes: list[int], n_queries: int, *, hnsw: bool = False, data_ki
         queries, data = low_rank(rng, n_queries, basis), low_rank(rng, biggest, basis)
         what = "unit vectors near a 32-d subspace"
     print(f"\nstore search, top {K}, {DIM}-d {what}, {n_queries} queries")
-    print(f"{'points':>8} {'store p50':>10} {'p95':>8} {'numpy p50':>10} {'p95':>8} {'store/numpy':>12}")
+    print(
+        f"{'points':>8} {'store p50':>10} {'p95':>8} {'numpy p50':>10} {'p95':>8} {'store/numpy':>12} "
+        f"{'recall@' + str(K):>10} {'target':>7}"
+    )
     for n in sizes:
         root = Path(tempfile.mkdtemp(prefix="docvec-bench-search-"))
         try:
@@ -168,31 +191,23 @@ def bench_store(sizes: list[int], n_queries: int, *, hnsw: bool = False, data_ki
                 store.flush()
                 load_s = time.perf_counter() - t
                 sub = data[:n]
-                st, nt = time_pair(partial(store.search, "bench", k=K), partial(exact_top, sub, k=K), queries)
-                (s50, s95), (n50, n95) = pct(st), pct(nt)
-                print(
-                    f"{n:>8} {s50:>8.2f}ms {s95:>6.2f}ms {n50:>8.2f}ms {n95:>6.2f}ms {s50 / n50:>11.2f}x"
-                    f"   (loaded in {load_s:.1f} s)"
-                )
-                if n == biggest and (hnsw or s50 > 2 * n50):
-                    t = time.perf_counter()
-                    store.optimize("bench")
-                    built = time.perf_counter() - t
-                    why = "asked for (--hnsw)" if s50 <= 2 * n50 else "exact search is over 2x numpy"
-                    print(f"{'':>8} {why}: built the HNSW index in {built:.1f} s")
+                # Twice: as written (a float16 scan: what a search sees during an ingest run), then after
+                # optimize(), which every ingest run ends with (the int8 scan, rescored).
+                for stage in ("written", "optimized"):
+                    if stage == "optimized":
+                        t = time.perf_counter()
+                        store.optimize("bench")
+                        note = f"int8 scan + rescore; optimize() took {time.perf_counter() - t:.1f} s"
+                    else:
+                        note = f"float16 scan; loaded in {load_s:.1f} s"
                     st, nt = time_pair(
                         partial(store.search, "bench", k=K), partial(exact_top, sub, k=K), queries
                     )
-                    n50, n95 = pct(nt)
-                    ids = {point_id("bench", x): x for x in range(n)}
-                    recalls = []
-                    for q in queries:
-                        got = {ids[h.id] for h in store.search("bench", q, K)}
-                        recalls.append(len(got & set(exact_top(sub, q, K).tolist())) / K)
-                    s50, s95 = pct(st)
+                    (s50, s95), (n50, n95) = pct(st), pct(nt)
+                    rec = recall(store, sub, queries)
                     print(
-                        f"{n:>8} {s50:>8.2f}ms {s95:>6.2f}ms {n50:>8.2f}ms {n95:>6.2f}ms {s50 / n50:>11.2f}x"
-                        f"   (HNSW; recall@{K} vs exact {np.mean(recalls):.3f})"
+                        f"{n:>8} {s50:>8.2f}ms {s95:>6.2f}ms {n50:>8.2f}ms {n95:>6.2f}ms {s50 / n50:>11.2f}x "
+                        f"{rec:>10.3f} {verdict(s50 / n50, rec):>7}   ({note})"
                     )
         finally:
             shutil.rmtree(root, ignore_errors=True)
@@ -278,17 +293,19 @@ def main() -> None:
     ap.add_argument("--model", help="model for the query embedding (default: the tiny test model)")
     ap.add_argument("--sizes", default="1000,10000,100000", help="indexed points, comma-separated")
     ap.add_argument("--queries", type=int, default=100, help="queries timed per measurement")
-    ap.add_argument("--hnsw", action="store_true", help="build the HNSW index at the largest size anyway")
     ap.add_argument(
-        "--data", choices=("random", "lowrank"), default="random", help="synthetic vectors for the store"
+        "--data",
+        choices=("random", "lowrank", "both"),
+        default="both",
+        help="synthetic vectors for the store (default: both, one after the other)",
     )
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients of the API load")
     ap.add_argument("--seconds", type=float, default=10, help="duration of the API load")
     args = ap.parse_args()
     bench_embedding(args.model, args.queries)
-    bench_store(
-        sorted(int(x) for x in args.sizes.split(",")), args.queries, hnsw=args.hnsw, data_kind=args.data
-    )
+    sizes = sorted(int(x) for x in args.sizes.split(","))
+    for kind in ("random", "lowrank") if args.data == "both" else (args.data,):
+        bench_store(sizes, args.queries, data_kind=kind)
     bench_api(args.model, args.seconds, args.clients)
 
 

@@ -75,7 +75,7 @@ def ingest_flow(
             total.add(ingest_document(indexer, path, tag_list))
         if prune:
             total.documents_removed += prune_documents(indexer)
-        indexer.store.flush()
+        indexer.commit()
     return total
 
 

@@ -106,6 +106,19 @@ def test_corpus_documents_each_do_what_the_manifest_says(docs: Path, indexer: In
     assert not any("notes.txt" in f.path for f in report.failures)
 
 
+def test_a_run_ends_by_optimizing_then_flushing(
+    docs: Path, indexer: Indexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    store = indexer.store
+    optimize, flush = store.optimize, store.flush
+    monkeypatch.setattr(store, "optimize", lambda name: calls.append(f"optimize {name}") or optimize(name))
+    monkeypatch.setattr(store, "flush", lambda: calls.append("flush") or flush())
+    indexer.ingest([docs / "sub"])
+    # the last writes are quantized (once there are enough of them) before the run says it is done
+    assert calls[-2:] == [f"optimize {indexer.collection}", "flush"]
+
+
 def test_second_run_skips_unchanged_files_without_rendering(
     docs: Path, indexer: Indexer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

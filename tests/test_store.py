@@ -38,9 +38,15 @@ from docvec.store import (
     open_store,
     point_id,
 )
+from docvec.store.base import DATATYPE
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ["edge", "remote"]
+# New collections store vectors as float16 (docvec.store.DATATYPE): a vector comes back as its unit vector
+# rounded to 11 significant bits, so each component within 2**-12 of it, and a cosine score within
+# 2**-11. qdrant-client's local mode ignores the datatype and keeps float32, which is inside both bounds.
+STORED_ATOL = 2**-12
+SCORE_ATOL = 2**-11
 
 Opener = Callable[..., VectorStore]
 
@@ -166,7 +172,7 @@ def test_upsert_overwrites_same_id(store: VectorStore) -> None:
     [p] = list(store.scroll("c", with_vectors=True))
     assert p.id == pid and p.payload["v"] == 2
     # cosine collections keep vectors unit-length
-    np.testing.assert_allclose(p.vector, [0, 0.6, 0, 0.8], atol=1e-6)
+    np.testing.assert_allclose(p.vector, [0, 0.6, 0, 0.8], atol=STORED_ATOL)
 
 
 def test_ids_are_canonical_uuids(store: VectorStore) -> None:
@@ -218,7 +224,7 @@ def test_scroll_and_count_with_filters(store: VectorStore) -> None:
     assert len(vec_points) == 12
     for p in vec_points:
         assert p.payload == originals[p.id].payload
-        np.testing.assert_allclose(p.vector, _unit(originals[p.id].vector), atol=1e-5)
+        np.testing.assert_allclose(p.vector, _unit(originals[p.id].vector), atol=STORED_ATOL)
 
 
 def test_delete_and_delete_where(store: VectorStore) -> None:
@@ -244,15 +250,23 @@ def test_search_matches_brute_force(store: VectorStore) -> None:
     store.ensure_collection("c", 128)
     store.upsert("c", points)
     ids = np.array([p.id for p in points])
-    unit = _unit(vecs)
+    # The search is exact over the vectors as stored (float16 in the embedded store): brute force over
+    # those gives the same ranking, and the scores are those of the original vectors to within rounding.
+    stored = {p.id: p.vector for p in store.scroll("c", with_vectors=True)}
+    unit = np.stack([stored[i] for i in ids])
+    original = _unit(vecs)
+    # where vectors are stored as float16, Qdrant scores the query rounded to float16 as well
+    half = np.array_equal(unit, unit.astype(np.float16).astype(np.float32))
+    assert half == (isinstance(store, EdgeStore))
     queries = np.random.default_rng(2).standard_normal((8, 128)).astype(np.float32)
     for q in queries:
-        scores = unit @ _unit(q)
+        scores = unit @ (_unit(q).astype(np.float16).astype(np.float32) if half else _unit(q))
         order = np.argsort(-scores)[:10]
         hits = store.search("c", q, 10)
         assert all(isinstance(h, Hit) for h in hits)
         assert [h.id for h in hits] == list(ids[order])
         np.testing.assert_allclose([h.score for h in hits], scores[order], atol=1e-5)
+        np.testing.assert_allclose([h.score for h in hits], (original @ _unit(q))[order], atol=SCORE_ATOL)
         assert hits[0].payload == points[order[0]].payload
 
         flt = Filter(sources=("s1",), tags=("kind=a", "kind=b"))
@@ -266,6 +280,37 @@ def test_search_matches_brute_force(store: VectorStore) -> None:
     # k above the number of matching points returns them all
     assert len(store.search("c", queries[0], 50, Filter(doc_ids=("d1",), sources=("s1",)))) == 50
     assert len(store.search("c", queries[0], 500, Filter(doc_ids=("d1",)))) == 100
+
+
+def test_search_after_optimize_is_rescored_and_filtered(store: VectorStore) -> None:
+    # 1200 x 1024-d is 2.4 MB of float16: over the threshold at which optimize() quantizes a segment
+    points, _ = _corpus(1200, 1024, seed=7)
+    store.ensure_collection("c", 1024)
+    store.upsert("c", points)
+    changed = store.optimize("c")
+    assert changed == isinstance(store, EdgeStore)  # a server (or local mode) has nothing to do
+    if isinstance(store, EdgeStore):
+        assert store.optimize("c") is False  # and once done, nothing is left to do
+        shard, _ = store._get("c")
+        assert shard.info().indexed_vectors_count == 1200  # searches now scan the int8 copy
+    stored = {p.id: p.vector for p in store.scroll("c", with_vectors=True)}
+    ids = np.array([p.id for p in points])
+    unit = np.stack([stored[i] for i in ids])
+    queries = _unit(np.random.default_rng(8).standard_normal((10, 1024)).astype(np.float32))
+    found = 0
+    for q in queries:
+        half_q = q.astype(np.float16).astype(np.float32) if isinstance(store, EdgeStore) else q
+        scores = dict(zip(ids, unit @ half_q, strict=True))
+        hits = store.search("c", q, 10)
+        # rescored: every score is the exact score of the stored vector, and the order follows it
+        np.testing.assert_allclose([h.score for h in hits], [scores[h.id] for h in hits], atol=1e-5)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        found += len({h.id for h in hits} & set(sorted(scores, key=scores.__getitem__)[-10:]))
+        flt = Filter(doc_ids=("d3",), tags=("lang=de",))
+        filtered = store.search("c", q, 5, flt)
+        assert filtered and all(_matches(h.payload, flt) for h in filtered)
+    # the int8 scan can miss a near tie in the top 10; rescoring twice as many keeps that rare
+    assert found / (10 * len(queries)) >= 0.95
 
 
 def test_persistence_across_reopen(opener: Opener) -> None:
@@ -474,6 +519,46 @@ def test_edge_finishes_an_interrupted_creation(tmp_path: Path) -> None:
         assert s.count("c") == 10
 
 
+def test_edge_collection_layout_is_tuned_for_search(tmp_path: Path) -> None:
+    with EdgeStore(tmp_path) as s:
+        s.ensure_collection("c", 4)
+    meta = json.loads((tmp_path / "c" / "docvec.json").read_text())
+    assert meta["datatype"] == DATATYPE == "float16"
+    # what qdrant-edge persisted, and so what every later load of the shard runs with
+    config = json.loads((tmp_path / "c" / "shard" / "edge_config.json").read_text())
+    assert config["vectors"]["page"]["datatype"] == "float16"
+    assert config["payload_memory"] == "cached"
+    assert config["max_search_threads"] == 1
+
+
+def test_edge_opens_float32_collections_of_earlier_versions(tmp_path: Path) -> None:
+    # A collection as earlier docvec versions made it: float32, payload on disk, no datatype in its record.
+    import qdrant_edge as qe
+
+    shard_dir = tmp_path / "old" / "shard"
+    shard_dir.parent.mkdir()
+    config = qe.EdgeConfig(vectors={"page": qe.EdgeVectorParams(size=8, distance=qe.Distance.Cosine)})
+    shard = qe.EdgeShard.create(str(shard_dir), config)
+    shard.close()
+    meta = {"format": 1, "vector": "page", "dim": 8, "distance": "cosine"}
+    (tmp_path / "old" / "docvec.json").write_text(json.dumps(meta))
+    points, vecs = _corpus(20, 8, seed=6)
+    with EdgeStore(tmp_path) as s:
+        s.ensure_collection("old", 8)
+        s.upsert("old", points)
+    with EdgeStore(tmp_path) as s:
+        assert s.search("old", vecs[3], 1)[0].id == points[3].id
+        stored = {p.id: p.vector for p in s.scroll("old", with_vectors=True)}
+        # its optimizer would build an HNSW graph (minutes for a large collection): left alone
+        assert s.optimize("old") is False
+    # still float32: nothing rounded its vectors to float16
+    np.testing.assert_allclose(stored[points[3].id], _unit(vecs[3]), atol=1e-6)
+    assert json.loads((shard_dir / "edge_config.json").read_text())["vectors"]["page"].get("datatype") in (
+        None,
+        "float32",
+    )
+
+
 def test_edge_foreign_errors_are_store_errors(tmp_path: Path) -> None:
     with EdgeStore(tmp_path) as s:
         s.ensure_collection("c", 2)
@@ -569,6 +654,47 @@ def test_remote_error_translation(monkeypatch: pytest.MonkeyPatch) -> None:
         list(s.scroll("c"))
     assert isinstance(info.value.__cause__, RuntimeError)
     s.close()
+
+
+class _Recorder:
+    """Stands in for a server's QdrantClient: records the calls docvec makes, answered by local mode."""
+
+    def __init__(self) -> None:
+        from qdrant_client import QdrantClient
+
+        self.client = QdrantClient(":memory:")
+        self.calls: dict[str, dict[str, Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+
+        def record(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = kwargs
+            return method(*args, **kwargs)
+
+        return record
+
+
+@pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning")
+@pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+def test_remote_asks_a_server_for_float16_and_a_rescored_int8_copy() -> None:
+    from qdrant_client import models
+
+    s = RemoteStore(f"http://127.0.0.1:{_closed_port()}")  # nothing is sent there: the client is replaced
+    recorder = _Recorder()
+    s._client = recorder  # type: ignore[assignment]
+    s.ensure_collection("c", 4)
+    params = recorder.calls["create_collection"]["vectors_config"]["page"]
+    assert params.datatype == models.Datatype.FLOAT16 and params.distance == models.Distance.COSINE
+    scalar = recorder.calls["create_collection"]["quantization_config"].scalar
+    assert scalar.type == models.ScalarType.INT8 and scalar.quantile == 0.99 and scalar.always_ram
+    s.upsert("c", [Point(point_id(1), np.array([1, 0, 0, 0], np.float32), {"doc_id": "a"})])
+    assert [h.payload for h in s.search("c", np.array([1, 0, 0, 0]), 1)] == [{"doc_id": "a"}]
+    quantization = recorder.calls["query_points"]["search_params"].quantization
+    assert quantization.rescore is True and quantization.oversampling == 2.0
+    assert s.optimize("c") is False  # the server optimizes by itself
+    with pytest.raises(CollectionNotFoundError):
+        s.optimize("nope")
 
 
 def test_remote_local_folder_is_single_client(tmp_path: Path) -> None:

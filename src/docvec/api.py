@@ -620,7 +620,7 @@ def create_app(settings: Settings) -> FastAPI:
         report = IngestReport()
         with svc.write_lock:
             svc.indexer.ingest_file(path, report, tags=tags)
-            svc.indexer.store.flush()
+            svc.indexer.commit()
         if report.documents_failed:
             path.unlink(missing_ok=True)
             reasons = [f.model_dump(exclude_none=True) for f in report.failures]

@@ -163,8 +163,13 @@ class Indexer:
             self.ingest_file(path, report, tags=tag_list, progress=progress)
         if prune:
             report.documents_removed += self.prune()
-        self.store.flush()
+        self.commit()
         return report
+
+    def commit(self) -> None:
+        """End a run of writes: bring the collection's search index up to date, and make it all durable."""
+        self.store.optimize(self.collection)
+        self.store.flush()
 
     def ingest_file(
         self, path: Path, report: IngestReport, *, tags: list[str], progress: ProgressFn | None = None

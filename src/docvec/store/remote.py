@@ -30,7 +30,10 @@ import numpy.typing as npt
 from docvec.errors import DocvecError
 
 from .base import (
+    DATATYPE,
     INDEXED_FIELDS,
+    OVERSAMPLING,
+    QUANTILE,
     VECTOR_NAME,
     ClosingContext,
     CollectionNotFoundError,
@@ -162,6 +165,10 @@ class RemoteStore(ClosingContext):
         self._dims: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closed = False
+        # Rescoring with the stored vectors makes the scores exact (see base.QUANTILE). Local mode scans
+        # exactly and warns on every query that has search params.
+        quantization = models.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
+        self._search_params = None if self._local else models.SearchParams(quantization=quantization)
         try:
             if url == MEMORY or (path is not None and str(path) == MEMORY):
                 self._client = QdrantClient(location=MEMORY)
@@ -290,8 +297,17 @@ class RemoteStore(ClosingContext):
                     lambda: self._client.create_collection(
                         name,
                         vectors_config={
-                            VECTOR_NAME: models.VectorParams(size=dim, distance=models.Distance.COSINE)
+                            # float16 and an int8 copy as in the embedded store (see base.py); a server
+                            # keeps its HNSW graph too. Local mode ignores all three.
+                            VECTOR_NAME: models.VectorParams(
+                                size=dim, distance=models.Distance.COSINE, datatype=models.Datatype(DATATYPE)
+                            )
                         },
+                        quantization_config=models.ScalarQuantization(
+                            scalar=models.ScalarQuantizationConfig(
+                                type=models.ScalarType.INT8, quantile=QUANTILE, always_ram=True
+                            )
+                        ),
                     ),
                 )
             except StoreUnavailableError:
@@ -432,12 +448,23 @@ class RemoteStore(ClosingContext):
             "search",
             name,
             lambda: self._client.query_points(
-                name, query=vec.tolist(), using=VECTOR_NAME, query_filter=qfilter, limit=k, with_payload=True
+                name,
+                query=vec.tolist(),
+                using=VECTOR_NAME,
+                query_filter=qfilter,
+                limit=k,
+                with_payload=True,
+                search_params=self._search_params,
             ),
         )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points]
 
     # -- lifetime ----------------------------------------------------------------------------------
+
+    def optimize(self, name: str) -> bool:
+        """Nothing to do: a Qdrant server indexes and merges segments in the background."""
+        self._dim(name)  # a missing collection still fails here, as in the embedded store
+        return False
 
     def flush(self) -> None:
         """Nothing to do: every write waited for the server's acknowledgement (``wait=True``)."""
