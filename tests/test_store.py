@@ -529,6 +529,10 @@ def test_edge_collection_layout_is_tuned_for_search(tmp_path: Path) -> None:
     assert config["vectors"]["page"]["datatype"] == "float16"
     assert config["payload_memory"] == "cached"
     assert config["max_search_threads"] == 1
+    assert config["optimizers"]["indexing_threshold"] == 1000
+    assert config["optimizers"]["max_segment_size"] == 50_000
+    assert config["hnsw_config"]["m"] == 0  # no graph: searches scan the int8 copy
+    assert config["vectors"]["page"]["quantization_config"]["scalar"]["type"] == "int8"
 
 
 def test_edge_opens_float32_collections_of_earlier_versions(tmp_path: Path) -> None:
