@@ -311,6 +311,16 @@ def test_search_after_optimize_is_rescored_and_filtered(store: VectorStore) -> N
         assert filtered and all(_matches(h.payload, flt) for h in filtered)
     # the int8 scan can miss a near tie in the top 10; rescoring twice as many keeps that rare
     assert found / (10 * len(queries)) >= 0.95
+    # writes after optimize(): a deleted point is gone, an overwritten one is found by its new vector
+    q = queries[0]
+    top = store.search("c", q, 1)[0]
+    store.delete("c", [top.id])
+    assert top.id not in {h.id for h in store.search("c", q, 10)}
+    moved = points[5]
+    store.upsert("c", [Point(moved.id, q * 3, moved.payload)])
+    hit = store.search("c", q, 1)[0]
+    assert hit.id == moved.id and hit.score == pytest.approx(1.0, abs=SCORE_ATOL)
+    assert store.count("c") == 1199
 
 
 def test_persistence_across_reopen(opener: Opener) -> None:
@@ -533,6 +543,20 @@ def test_edge_collection_layout_is_tuned_for_search(tmp_path: Path) -> None:
     assert config["optimizers"]["max_segment_size"] == 50_000
     assert config["hnsw_config"]["m"] == 0  # no graph: searches scan the int8 copy
     assert config["vectors"]["page"]["quantization_config"]["scalar"]["type"] == "int8"
+
+
+def test_edge_optimized_collection_reopens_with_the_same_answers(tmp_path: Path) -> None:
+    points, vecs = _corpus(1200, 1024, seed=9)
+    with EdgeStore(tmp_path) as s:
+        s.ensure_collection("c", 1024)
+        s.upsert("c", points)
+        assert s.optimize("c") is True
+        before = [s.search("c", v, 5) for v in vecs[:5]]
+    with EdgeStore(tmp_path) as s:
+        after = [s.search("c", v, 5) for v in vecs[:5]]
+        assert s.count("c") == 1200
+    assert [[h.id for h in r] for r in after] == [[h.id for h in r] for r in before]
+    assert [r[0].id for r in after] == [p.id for p in points[:5]]
 
 
 def test_edge_opens_float32_collections_of_earlier_versions(tmp_path: Path) -> None:
