@@ -293,10 +293,23 @@ def test_upload_png_then_search_then_delete(client: TestClient, tmp_path: Path) 
     again = client.post("/documents", files={"file": ("copy.png", buf.getvalue(), "image/png")}).json()
     assert again["doc_id"] == up["doc_id"] and again["already_indexed"]
 
+    assert Path(up["source"]).is_file()
     d = client.delete(f"/documents/{up['doc_id']}")
     assert d.status_code == 200 and d.json() == {"doc_id": up["doc_id"], "pages_removed": 1}
     assert client.get(f"/documents/{up['doc_id']}").status_code == 404
     assert client.get("/documents").json()["total"] == 3
+    assert not Path(up["source"]).exists()  # the uploaded copy goes with its document
+
+
+def test_deleting_an_ingested_document_keeps_the_users_file(tmp_path: Path, tiny_dir: Path) -> None:
+    settings = _settings(tmp_path / "data", tiny_dir)
+    mine = tmp_path / "mine.png"
+    page_image(200, 300, seed=3).save(mine)
+    with open_indexer(settings) as ix:
+        assert ix.ingest([mine]).ok
+    with TestClient(create_app(settings)) as c:
+        assert c.delete(f"/documents/{_doc_id(mine)}").json()["pages_removed"] == 1
+    assert mine.is_file()  # only uploaded copies are docvec's to remove
 
 
 def test_upload_refusals(client: TestClient, corpus: Path) -> None:

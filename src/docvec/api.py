@@ -586,11 +586,22 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.delete("/documents/{doc_id}", response_model=DeleteResponse)
     def delete_document(request: Request, doc_id: _DOC_ID) -> DeleteResponse:
-        """Remove a document (all its pages) from the index; its page images stay in the page store."""
+        """Remove a document (all its pages) from the index, and its file when it came as an upload; its
+        page images stay in the page store."""
         svc = _services(request)
+        uploads = (settings.data_dir / "uploads").absolute()
+        flt = Filter(doc_ids=(doc_id,))
         # by id only, never guessing a path as delete_document does for the CLI
         with svc.write_lock:
-            n = delete_points(svc.indexer.store, svc.collection, Filter(doc_ids=(doc_id,)))
+            store = svc.indexer.store
+            sources = {str(p.get("source")) for _, p in store.scroll(svc.collection, flt)}
+            n = delete_points(store, svc.collection, flt)
+            for source in sources:
+                # An upload is stored under its content hash: another upload of the same bytes is the same
+                # file, so it goes only when no point refers to it any more.
+                path = Path(source)
+                if path.parent == uploads and not store.count(svc.collection, Filter(sources=(source,))):
+                    path.unlink(missing_ok=True)
         if not n:
             raise NotFoundError(f"no document {doc_id}")
         return DeleteResponse(doc_id=doc_id, pages_removed=n)
