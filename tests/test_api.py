@@ -23,7 +23,7 @@ from docvec.api import API_MODELS, MAX_QUERY_CHARS, create_app
 from docvec.config import EmbedSettings, RenderSettings, Settings
 from docvec.errors import DocvecError, InputError
 from docvec.pipeline import open_indexer
-from docvec.store import StoreUnavailableError
+from docvec.store import Filter, Point, StoreUnavailableError, point_id
 
 from .conftest import page_image
 
@@ -227,6 +227,26 @@ def test_documents_list_and_get(client: TestClient, docs: dict[str, Path]) -> No
         body["documents"][1]["doc_id"]
     ]
     assert client.get("/documents", params={"limit": 0}).status_code == 422
+
+
+def test_documents_list_while_a_file_has_two_versions(client: TestClient, docs: dict[str, Path]) -> None:
+    # Ingesting a changed file writes its new version before removing the old one: for that moment one
+    # source has two documents. The list then still shows each document once, in (source, doc_id) order.
+    svc = client.app.state.services  # type: ignore[attr-defined]
+    store, collection = svc.indexer.store, svc.collection
+    old = _doc_id(docs[TAGGED])
+    new_id = "f" * 32
+    first = next(iter(store.scroll(collection, Filter(doc_ids=(old,)), with_vectors=True)))
+    store.upsert(collection, [Point(point_id(new_id, 1), first.vector, {**first.payload, "doc_id": new_id})])
+    try:
+        body = client.get("/documents").json()
+        assert body["total"] == 4
+        listed = [(d["source"], d["doc_id"]) for d in body["documents"]]
+        assert listed == sorted(listed) and len({d for _, d in listed}) == 4
+        assert (str(docs[TAGGED].resolve()), new_id) in listed
+    finally:
+        store.delete(collection, [point_id(new_id, 1)])
+    assert client.get("/documents").json()["total"] == 3
 
     doc_id = _doc_id(docs[TAGGED])
     detail = client.get(f"/documents/{doc_id}").json()

@@ -227,6 +227,31 @@ def test_scroll_and_count_with_filters(store: VectorStore) -> None:
         np.testing.assert_allclose(p.vector, _unit(originals[p.id].vector), atol=STORED_ATOL)
 
 
+def test_facet_counts_each_indexed_value(store: VectorStore) -> None:
+    points, _ = _corpus(60, 8)
+    store.ensure_collection("c", 8)
+    assert store.facet("c", "doc_id") == {}
+    store.upsert("c", points)
+    store.delete("c", [points[0].id])
+    store.delete_where("c", Filter(doc_ids=("d1",)))  # a value with no point left is not listed
+    left = [p for p in points[1:] if p.payload["doc_id"] != "d1"]
+    assert "d1" not in store.facet("c", "doc_id")
+    for field in ("doc_id", "source"):
+        expected: dict[str, int] = {}
+        for p in left:
+            expected[p.payload[field]] = expected.get(p.payload[field], 0) + 1
+        assert store.facet("c", field) == expected
+    tags: dict[str, int] = {}
+    for p in left:
+        for t in p.payload["tags"]:
+            tags[t] = tags.get(t, 0) + 1
+    assert store.facet("c", "tags") == tags  # a list field counts each of its values
+    with pytest.raises(StoreError, match="only of doc_id, source, tags"):
+        store.facet("c", "page")
+    with pytest.raises(CollectionNotFoundError):
+        store.facet("nope", "doc_id")
+
+
 def test_delete_and_delete_where(store: VectorStore) -> None:
     points, _ = _corpus(50, 8)
     store.ensure_collection("c", 8)

@@ -258,6 +258,11 @@ class VectorStore(Protocol):
         """Exact number of points matching ``flt`` (all points when ``None``)."""
         ...
 
+    def facet(self, name: str, field: str) -> dict[str, int]:
+        """Every value of the indexed payload ``field`` (one of ``INDEXED_FIELDS``) and how many points
+        have it, counted exactly from the field's index (no scan of the points)."""
+        ...
+
     def search(self, name: str, vector: npt.ArrayLike, k: int, flt: Filter | None = None) -> list[Hit]:
         """The ``k`` points most similar to ``vector`` (cosine), best first, among those matching ``flt``."""
         ...
@@ -310,6 +315,15 @@ def check_dims(points: Sequence[Point], dim: int, collection: str) -> None:
                 f"collection {collection!r}: point {p.id} has a {p.vector.shape[0]}-d vector, "
                 f"the collection holds {dim}-d vectors"
             )
+
+
+def check_facet_field(field: str, collection: str) -> None:
+    """Raise :class:`StoreError` unless ``field`` has a payload index to count from."""
+    if field not in INDEXED_FIELDS:
+        raise StoreError(
+            f"collection {collection!r}: cannot count values of {field!r}, "
+            f"only of {', '.join(INDEXED_FIELDS)}"
+        )
 
 
 def check_k(k: int, collection: str) -> None:

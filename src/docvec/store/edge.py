@@ -53,6 +53,7 @@ from .base import (
     check_collection_name,
     check_dim,
     check_dims,
+    check_facet_field,
     check_k,
 )
 
@@ -439,6 +440,17 @@ class EdgeStore(ClosingContext):
         shard, _ = self._get(name)
         with self._translate(name, "count"):
             return int(shard.count(qe.CountRequest(exact=True, filter=_to_edge_filter(flt))))
+
+    def facet(self, name: str, field: str) -> dict[str, int]:
+        """Every value of the indexed payload ``field`` and how many points have it (exact)."""
+        check_facet_field(field, name)
+        shard, _ = self._get(name)
+        with self._translate(name, "facet"):
+            # no more distinct values than points: asking for that many returns them all
+            total = int(shard.count(qe.CountRequest(exact=True)))
+            found = shard.facet(qe.FacetRequest(field, limit=max(total, 1), exact=True))
+        # a value whose points were all deleted stays in the index with a count of 0 until a vacuum
+        return {str(h.value): int(h.count) for h in found.hits if h.count > 0}
 
     def search(self, name: str, vector: npt.ArrayLike, k: int, flt: Filter | None = None) -> list[Hit]:
         """The ``k`` points most similar to ``vector`` (cosine similarity), best first, among those

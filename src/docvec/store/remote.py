@@ -51,6 +51,7 @@ from .base import (
     check_collection_name,
     check_dim,
     check_dims,
+    check_facet_field,
     check_k,
 )
 
@@ -437,6 +438,17 @@ class RemoteStore(ClosingContext):
         qfilter = _to_client_filter(flt)
         result = self._call("count", name, lambda: self._client.count(name, count_filter=qfilter, exact=True))
         return int(result.count)
+
+    def facet(self, name: str, field: str) -> dict[str, int]:
+        """Every value of the indexed payload ``field`` and how many points have it (exact)."""
+        check_facet_field(field, name)
+        self._dim(name)
+        # no more distinct values than points: asking for that many returns them all
+        total = max(self.count(name), 1)
+        response = self._call(
+            "facet", name, lambda: self._client.facet(name, key=field, limit=total, exact=True)
+        )
+        return {str(h.value): int(h.count) for h in response.hits if h.count > 0}
 
     def search(self, name: str, vector: npt.ArrayLike, k: int, flt: Filter | None = None) -> list[Hit]:
         """The ``k`` points most similar to ``vector`` (cosine similarity), best first, among those
