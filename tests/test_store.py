@@ -108,6 +108,12 @@ def _corpus(n: int, dim: int, seed: int = 0) -> tuple[list[Point], np.ndarray]:
     return points, vecs
 
 
+def _as_scored(store: VectorStore, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """A unit query as the store scores it: where vectors are stored as float16 (the embedded store),
+    Qdrant rounds the query to float16 as well."""
+    return query.astype(np.float16).astype(np.float32) if isinstance(store, EdgeStore) else query
+
+
 def _matches(payload: dict[str, Any], flt: Filter) -> bool:
     return (
         (not flt.doc_ids or payload["doc_id"] in flt.doc_ids)
@@ -280,12 +286,11 @@ def test_search_matches_brute_force(store: VectorStore) -> None:
     stored = {p.id: p.vector for p in store.scroll("c", with_vectors=True)}
     unit = np.stack([stored[i] for i in ids])
     original = _unit(vecs)
-    # where vectors are stored as float16, Qdrant scores the query rounded to float16 as well
     half = np.array_equal(unit, unit.astype(np.float16).astype(np.float32))
     assert half == (isinstance(store, EdgeStore))
     queries = np.random.default_rng(2).standard_normal((8, 128)).astype(np.float32)
     for q in queries:
-        scores = unit @ (_unit(q).astype(np.float16).astype(np.float32) if half else _unit(q))
+        scores = unit @ _as_scored(store, _unit(q))
         order = np.argsort(-scores)[:10]
         hits = store.search("c", q, 10)
         assert all(isinstance(h, Hit) for h in hits)
@@ -324,8 +329,7 @@ def test_search_after_optimize_is_rescored_and_filtered(store: VectorStore) -> N
     queries = _unit(np.random.default_rng(8).standard_normal((10, 1024)).astype(np.float32))
     found = 0
     for q in queries:
-        half_q = q.astype(np.float16).astype(np.float32) if isinstance(store, EdgeStore) else q
-        scores = dict(zip(ids, unit @ half_q, strict=True))
+        scores = dict(zip(ids, unit @ _as_scored(store, q), strict=True))
         hits = store.search("c", q, 10)
         # rescored: every score is the exact score of the stored vector, and the order follows it
         np.testing.assert_allclose([h.score for h in hits], [scores[h.id] for h in hits], atol=1e-5)

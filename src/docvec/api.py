@@ -474,6 +474,8 @@ def create_app(settings: Settings) -> FastAPI:
     api_key: str | None = getattr(settings, "api_key", None) or None
     upload_mb = getattr(settings, "max_upload_mb", None)
     upload_limit = int(upload_mb) * 1024 * 1024 if upload_mb else MAX_UPLOAD_BYTES
+    # sources are stored resolved, so the folder is compared resolved too
+    uploads_dir = (settings.data_dir / "uploads").resolve()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -601,7 +603,6 @@ def create_app(settings: Settings) -> FastAPI:
         """Remove a document (all its pages) from the index, and its file when it came as an upload; its
         page images stay in the page store."""
         svc = _services(request)
-        uploads = (settings.data_dir / "uploads").absolute()
         flt = Filter(doc_ids=(doc_id,))
         # by id only, never guessing a path as delete_document does for the CLI
         with svc.write_lock:
@@ -612,7 +613,7 @@ def create_app(settings: Settings) -> FastAPI:
                 # An upload is stored under its content hash: another upload of the same bytes is the same
                 # file, so it goes only when no point refers to it any more.
                 path = Path(source)
-                if path.parent == uploads and not store.count(svc.collection, Filter(sources=(source,))):
+                if path.parent == uploads_dir and not store.count(svc.collection, Filter(sources=(source,))):
                     path.unlink(missing_ok=True)
         if not n:
             raise NotFoundError(f"no document {doc_id}")
@@ -639,7 +640,7 @@ def create_app(settings: Settings) -> FastAPI:
         """Upload one PDF or image and index it; 422 with the reasons when it cannot be."""
         svc = _services(request)
         tags = list(parse_tags(tag or ()))  # before saving anything: a bad tag is a 400
-        path = _save_upload(file, settings.data_dir / "uploads", upload_limit)
+        path = _save_upload(file, uploads_dir, upload_limit)
         report = IngestReport()
         with svc.write_lock:
             svc.indexer.ingest_file(path, report, tags=tags)

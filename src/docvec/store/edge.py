@@ -126,6 +126,7 @@ class EdgeStore(ClosingContext):
         self.batch_size = batch_size
         self._shards: dict[str, qe.EdgeShard] = {}
         self._dims: dict[str, int] = {}
+        self._formats: dict[str, int] = {}  # each open collection's docvec.json format
         self._lock = threading.RLock()
         self._closed = False
         # Rescoring makes the scores exact; collections without an int8 copy (older ones) ignore it.
@@ -251,6 +252,7 @@ class EdgeStore(ClosingContext):
                 shard = qe.EdgeShard.load(str(self.path / name / _SHARD_DIR))
             self._shards[name] = shard
             self._dims[name] = int(meta["dim"])
+            self._formats[name] = int(meta.get("format", 1))
             return shard, self._dims[name]
 
     def ensure_collection(self, name: str, dim: int) -> None:
@@ -334,6 +336,7 @@ class EdgeStore(ClosingContext):
             raise
         self._shards[name] = shard
         self._dims[name] = dim
+        self._formats[name] = _META_FORMAT
         log.info("created collection %r (%d-d, cosine) in %s", name, dim, self.path)
 
     def collections(self) -> list[str]:
@@ -479,8 +482,7 @@ class EdgeStore(ClosingContext):
         A collection made by an earlier docvec (float32, its optimizer builds an HNSW graph: minutes at 50k
         points) is left as it is: it searches exactly without it."""
         shard, _ = self._get(name)
-        meta = self._read_meta(name) or {}
-        if int(meta.get("format", 1)) < 2:
+        if self._formats[name] < 2:
             log.info("collection %r predates docvec's quantized layout: not optimizing it", name)
             return False
         with self._translate(name, "optimize"):
