@@ -15,9 +15,38 @@ from docvec.models import build_tiny_model
 from docvec.reference import ReferenceEmbedder
 from docvec.toolchain import LlamaCppSource
 
+from .documents import DOCUMENTS, extended_corpus, make_text_pdf
+from .isolation import Isolation
+
 ROOT = Path(__file__).resolve().parents[1]
-#: ../shared from the project root, as laid out for developers and CI
-CORPUS = ROOT.parent / "shared" / "corpus"
+#: pages of the generated book (the ``book`` fixture)
+BOOK_PAGES = 117
+
+# Watches from here on: collecting the test modules is checked too. The cache folder holds what
+# `make setup` put there (the llama-cpp-python source: converter, vocabulary) and the rebuilt tokenizer;
+# the extended corpus is read only when DOCVEC_TEST_CORPUS asks for it.
+ISOLATION = Isolation(ROOT, extra=(Settings().cache_dir, *filter(None, [extended_corpus()])))
+ISOLATION.install()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    ISOLATION.current = item.nodeid
+    try:
+        return (yield)
+    finally:
+        ISOLATION.current = "session teardown"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if ISOLATION.violations and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture()
+def isolation() -> Isolation:
+    """The check that the suite reads nothing outside the repository, temporary folders and set-up."""
+    return ISOLATION
 
 
 @pytest.fixture(scope="session")
@@ -87,12 +116,15 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def corpus() -> Path:
-    if not (CORPUS / "MANIFEST.tsv").is_file():
-        pytest.fail(
-            f"the shared corpus is missing at {CORPUS} (expected ../shared/corpus from the project root)"
-        )
-    return CORPUS
+def documents() -> Path:
+    """The real-world PDFs and images kept with the tests (tests/data/documents, SOURCES.md there)."""
+    return DOCUMENTS
+
+
+@pytest.fixture(scope="session")
+def book(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 117-page PDF of vector text, generated (a long book for streaming, worker and time-limit tests)."""
+    return make_text_pdf(tmp_path_factory.mktemp("book") / "book.pdf", BOOK_PAGES)
 
 
 def page_image(width: int, height: int, seed: int = 0) -> Image.Image:
@@ -119,6 +151,14 @@ def report(what: str, value: float) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    ISOLATION.stop()
+    if ISOLATION.violations:
+        terminalreporter.section("read outside the repository and temporary folders", red=True)
+        for line in ISOLATION.report():
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(
+            "a fresh clone has none of these: keep what tests need under tests/ or generate it"
+        )
     if _REPORT:
         terminalreporter.section("measured")
         for what, value in _REPORT:

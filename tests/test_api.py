@@ -62,9 +62,9 @@ def _doc_id(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def docs(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def docs(documents: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("api-docs")
-    return {name: Path(shutil.copy(corpus / name, folder / name)) for name in DOCS}
+    return {name: Path(shutil.copy(documents / name, folder / name)) for name in DOCS}
 
 
 @pytest.fixture(scope="module")
@@ -332,13 +332,13 @@ def test_deleting_an_ingested_document_keeps_the_users_file(tmp_path: Path, tiny
     assert mine.is_file()  # only uploaded copies are docvec's to remove
 
 
-def test_upload_refusals(client: TestClient, corpus: Path) -> None:
+def test_upload_refusals(client: TestClient, documents: Path) -> None:
     r = client.post("/documents", files={"file": ("notes.txt", b"just some text\n", "text/plain")})
     assert r.status_code == 422
     assert "not a document" in r.json()["detail"]
     r = client.post("/documents", files={"file": ("empty.pdf", b"", "application/pdf")})
     assert r.status_code == 422 and "empty" in r.json()["detail"]
-    encrypted = (corpus / "pysamples__libreoffice-writer-password.pdf").read_bytes()
+    encrypted = (documents / "pysamples__libreoffice-writer-password.pdf").read_bytes()
     r = client.post("/documents", files={"file": ("secret.pdf", encrypted, "application/pdf")})
     assert r.status_code == 422 and "password" in r.json()["detail"]
     assert r.json()["errors"][0]["reason"]

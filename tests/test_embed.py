@@ -94,7 +94,7 @@ def test_pixel_bounds_are_settings(tiny_files: ModelFiles) -> None:
         EmbedSettings(min_pixels=10_000, max_pixels=5_000)
 
 
-def test_bad_items_are_named(embedder: Embedder, tmp_path: Path, corpus: Path) -> None:
+def test_bad_items_are_named(embedder: Embedder, tmp_path: Path, documents: Path) -> None:
     good = page_image(100, 100)
     with pytest.raises(InputError, match="item 1: empty text"):
         embedder.embed_queries(["fine", "   "])
@@ -107,7 +107,7 @@ def test_bad_items_are_named(embedder: Embedder, tmp_path: Path, corpus: Path) -
     with pytest.raises(InputError, match=r"item 1 .*broken\.png: cannot decode image"):
         embedder.embed_images([good, bad])
     with pytest.raises(InputError, match=r"item 2 .*minimal-document\.pdf: not an image file"):
-        embedder.embed_images([good, good, corpus / "pysamples__minimal-document.pdf"])
+        embedder.embed_images([good, good, documents / "pysamples__minimal-document.pdf"])
     with pytest.raises(InputError, match=r"item 0 image: image has no pixels"):
         embedder.embed_images([Image.new("RGB", (0, 0))])
     with pytest.raises(InputError, match=r"item 0 .*gone\.jpg: no such file"):

@@ -24,12 +24,12 @@ def _load_flow_module() -> object:
 
 
 def test_ingest_flow_indexes_then_skips(
-    prefect_harness: None, tmp_path: Path, corpus: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+    prefect_harness: None, tmp_path: Path, documents: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     for name in ("pysamples__minimal-document.pdf", "pysamples__smile.png", "qpdf__bad1.pdf"):
-        shutil.copy(corpus / name, docs / name)
+        shutil.copy(documents / name, docs / name)
     monkeypatch.setenv("DOCVEC_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("DOCVEC_MODEL", str(tiny_dir))
     monkeypatch.setenv("DOCVEC_EMBED__MAX_PIXELS", str(28 * 28 * 64))

@@ -45,9 +45,11 @@ def _no_network(*args: object, **kwargs: object) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Offline mode on, sockets off."""
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Offline mode on, sockets off, and no token of the user's (huggingface_hub reads a stored login)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf-token"))
     # huggingface_hub reads HF_HUB_OFFLINE into a module constant at import; is_offline_mode() returns it.
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(socket.socket, "connect", _no_network)

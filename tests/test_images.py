@@ -13,6 +13,8 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_res
 from docvec.errors import InputError
 from docvec.images import load_image, prepare_image, smart_resize
 
+from .documents import make_tiff
+
 BOUNDS = {"unit": 28, "min_pixels": 3136, "max_pixels": 602112}
 
 
@@ -122,8 +124,9 @@ def test_zero_size_image_is_refused() -> None:
         load_image(Image.new("RGB", (0, 10)))
 
 
-def test_corpus_images_load(corpus: Path) -> None:
-    for name in ("pysamples__image.jpg", "pysamples__smile.png", "pysamples__smile.tiff"):
-        assert load_image(corpus / name).mode == "RGB"
+def test_real_world_images_load(documents: Path, tmp_path: Path) -> None:
+    for name in ("pysamples__image.jpg", "pysamples__smile.png"):
+        assert load_image(documents / name).mode == "RGB"
+    assert load_image(make_tiff(tmp_path / "scan.tiff", [(30, 40), (40, 30)])).size == (30, 40)
     with pytest.raises(InputError, match="not an image file"):
-        load_image(corpus / "pysamples__minimal-document.pdf")
+        load_image(documents / "pysamples__minimal-document.pdf")

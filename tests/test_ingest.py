@@ -23,17 +23,19 @@ from docvec.pipeline import Indexer, discover, open_indexer
 from docvec.render import Renderer
 from docvec.store import Filter
 
+from .documents import make_tiff
+
 #: 8x8 tokens a page: rendering and embedding stay fast, the path is the same
 SMALL = 28 * 28 * 64
 
-#: corpus files and what must happen to each: (expected pages indexed, failure reason fragments)
+#: documents and what must happen to each: (expected pages indexed, failure reason fragments)
 CASES = {
     "pysamples__minimal-document.pdf": (1, []),
     "pysamples__pdflatex-4-pages.pdf": (4, []),
     "pysamples__habibi-rotated.pdf": (4, []),
     "pypdf__indirect-rotation.pdf": (5, []),
     "pysamples__smile.png": (1, []),
-    "pysamples__smile.tiff": (1, []),
+    "scan.tiff": (2, []),  # generated: two frames, two pages
     "pysamples__image.jpg": (1, []),
     "pdfium__bad_page_type.pdf": (1, ["page 2"]),
     "pdfium__cropped_no_overlap.pdf": (0, ["page 1", "no page could be rendered"]),
@@ -45,11 +47,15 @@ CASES = {
 
 
 @pytest.fixture()
-def docs(corpus: Path, tmp_path: Path) -> Path:
+def docs(documents: Path, tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     (folder / "sub").mkdir(parents=True)
     for i, name in enumerate(CASES):
-        shutil.copy(corpus / name, folder / ("sub" if i % 3 == 0 else "") / name)
+        target = folder / ("sub" if i % 3 == 0 else "") / name
+        if name == "scan.tiff":
+            make_tiff(target, [(300, 400), (400, 300)])
+        else:
+            shutil.copy(documents / name, target)
     (folder / "notes.txt").write_text("not a document, and not named like one: ignored in folders")
     return folder
 
@@ -80,7 +86,7 @@ def _points(ix: Indexer) -> dict[str, dict[str, object]]:
     return {pid: p for pid, p in ix.store.scroll(ix.collection)}
 
 
-def test_corpus_documents_each_do_what_the_manifest_says(docs: Path, indexer: Indexer) -> None:
+def test_documents_each_do_what_the_manifest_says(docs: Path, indexer: Indexer) -> None:
     report = indexer.ingest([docs])
     by_doc: dict[str, int] = {}
     for p in _points(indexer).values():
@@ -140,17 +146,17 @@ def test_second_run_skips_unchanged_files_without_rendering(
     assert after.keys() == before.keys()
 
 
-def test_changed_moved_pruned_and_deleted_files(tmp_path: Path, corpus: Path, indexer: Indexer) -> None:
+def test_changed_moved_pruned_and_deleted_files(tmp_path: Path, documents: Path, indexer: Indexer) -> None:
     folder = tmp_path / "d"
     folder.mkdir()
     a = folder / "a.pdf"
-    shutil.copy(corpus / "pysamples__minimal-document.pdf", a)
-    shutil.copy(corpus / "pysamples__pdflatex-4-pages.pdf", folder / "b.pdf")
+    shutil.copy(documents / "pysamples__minimal-document.pdf", a)
+    shutil.copy(documents / "pysamples__pdflatex-4-pages.pdf", folder / "b.pdf")
     indexer.ingest([folder])
     old_id = next(p["doc_id"] for p in _points(indexer).values() if p["source"] == str(a))
 
     # changed: new pages written, then the old version removed
-    shutil.copy(corpus / "pysamples__habibi-rotated.pdf", a)
+    shutil.copy(documents / "pysamples__habibi-rotated.pdf", a)
     r = indexer.ingest([folder])
     assert r.documents_indexed == 1 and r.documents_removed == 1 and r.documents_skipped == 1
     pts = _points(indexer)
@@ -172,7 +178,7 @@ def test_changed_moved_pruned_and_deleted_files(tmp_path: Path, corpus: Path, in
 
     # deleted by path and by id
     assert indexer.delete(str(moved)) == 4
-    shutil.copy(corpus / "pysamples__minimal-document.pdf", a)
+    shutil.copy(documents / "pysamples__minimal-document.pdf", a)
     indexer.ingest([a], tags=["team=ml", "year=2026"])
     doc = next(iter(_points(indexer).values()))
     assert doc["tags"] == ["team=ml", "year=2026"]
@@ -221,7 +227,7 @@ def _snapshot(data: Path, settings: Settings) -> dict[str, dict[str, object]]:
 
 
 def test_sigkill_mid_ingest_then_rerun_equals_a_clean_run(
-    tmp_path: Path, corpus: Path, settings: Settings
+    tmp_path: Path, documents: Path, settings: Settings
 ) -> None:
     folder = tmp_path / "k"
     folder.mkdir()
@@ -232,7 +238,7 @@ def test_sigkill_mid_ingest_then_rerun_equals_a_clean_run(
         "pysamples__habibi-rotated.pdf",
         "qpdf__enc-XI-R6,V5,O=master.pdf",
     ):
-        shutil.copy(corpus / name, folder / name)
+        shutil.copy(documents / name, folder / name)
     clean, killed = tmp_path / "clean", tmp_path / "killed"
     r = subprocess.run(
         [str(Path(sys.executable).with_name("docvec")), "ingest", str(folder), "--json"],

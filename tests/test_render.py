@@ -1,8 +1,7 @@
-"""The render stage on the real-world corpus and on generated edge cases (sizes, frames, crashes, time)."""
+"""The render stage on real-world documents and on generated edge cases (sizes, frames, crashes, time)."""
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import random
@@ -28,24 +27,25 @@ from docvec.render import (
     detect_kind,
 )
 
-# The same place as conftest's ``corpus`` fixture; read here too because parametrization happens at
-# collection time. A missing corpus still fails loudly through the fixture.
-_MANIFEST = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "MANIFEST.tsv"
+from .conftest import BOOK_PAGES
+from .documents import CORPUS_ENV, DOCUMENTS, extended_corpus, manifest_rows
+
 MAX_PIXELS = 4 * DEFAULT_TARGET_PIXELS
-BOOK = "pysamples__GeoTopo-komprimiert.pdf"
-BOOK_PAGES = 117
 # Pages PDFium cannot load or render in files that otherwise open (from the manifest's notes).
 FAILING_PAGES = {"pdfium__bad_page_type.pdf": {2}, "pdfium__cropped_no_overlap.pdf": {1}}
 
 
-def _manifest_rows() -> list[dict[str, str]]:
-    if not _MANIFEST.is_file():
-        return [{"file": "<corpus missing>", "expected": "", "pages": "", "note": ""}]
-    with open(_MANIFEST, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f, delimiter="\t"))
-
-
-ROWS = _manifest_rows()
+def _manifest_params() -> list[object]:
+    """Every row of the manifest of the documents kept with the tests, then of the extended corpus when
+    DOCVEC_TEST_CORPUS names one (a skipped case saying how to run it otherwise)."""
+    params: list[object] = [pytest.param(DOCUMENTS, row, id=row["file"]) for row in manifest_rows(DOCUMENTS)]
+    corpus = extended_corpus()
+    if corpus is None:
+        reason = f"the extended corpus runs when {CORPUS_ENV} names its folder (e.g. ../shared/corpus)"
+        params.append(pytest.param(None, {}, id="extended-corpus", marks=pytest.mark.skip(reason=reason)))
+    else:
+        params += [pytest.param(corpus, row, id=f"extended:{row['file']}") for row in manifest_rows(corpus)]
+    return params
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +67,12 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-# -- the corpus: every row of the manifest --------------------------------------------------------------
+# -- real-world documents: every row of the manifest ------------------------------------------------
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r["file"] for r in ROWS])
-def test_manifest_row(row: dict[str, str], corpus: Path, renderer: Renderer) -> None:
-    path = corpus / row["file"]
+@pytest.mark.parametrize(("folder", "row"), _manifest_params())
+def test_manifest_row(folder: Path, row: dict[str, str], renderer: Renderer) -> None:
+    path = folder / row["file"]
     expected = row["expected"]
     if expected == "encrypted":
         with pytest.raises(RenderError, match="password") as info:
@@ -123,13 +123,15 @@ def test_manifest_row(row: dict[str, str], corpus: Path, renderer: Renderer) -> 
         pytest.fail(f"manifest row with an expectation this test does not know: {row}")
 
 
-def test_manifest_covers_the_corpus(corpus: Path) -> None:
-    files = {p.name for p in corpus.iterdir() if p.name not in ("MANIFEST.tsv", "README.md", "SOURCES.md")}
-    assert files == {r["file"] for r in ROWS}
+def test_manifest_covers_the_documents(documents: Path) -> None:
+    files = {p.name for p in documents.iterdir() if p.name not in ("MANIFEST.tsv", "README.md", "SOURCES.md")}
+    assert files == {r["file"] for r in manifest_rows(documents)}
+    sources = (documents / "SOURCES.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in sources for name in files), "every file needs its origin and licence"
 
 
-def test_a4_pages_come_out_near_the_budget(corpus: Path, renderer: Renderer) -> None:
-    (page,) = collect(renderer, corpus / "pysamples__minimal-document.pdf")
+def test_a4_pages_come_out_near_the_budget(documents: Path, renderer: Renderer) -> None:
+    (page,) = collect(renderer, documents / "pysamples__minimal-document.pdf")
     assert isinstance(page, RenderedPage)
     assert page.image.size == (653, 923)
     assert page.size_pt == pytest.approx((595.3, 841.9), abs=0.1)
@@ -138,8 +140,8 @@ def test_a4_pages_come_out_near_the_budget(corpus: Path, renderer: Renderer) -> 
     assert isinstance(extrema[0], int) and extrema[0] < 50 and extrema[1] == 255
 
 
-def test_rotated_page_is_landscape(corpus: Path, renderer: Renderer) -> None:
-    page = next(renderer.pages(corpus / "pysamples__habibi-rotated.pdf"))
+def test_rotated_page_is_landscape(documents: Path, renderer: Renderer) -> None:
+    page = next(renderer.pages(documents / "pysamples__habibi-rotated.pdf"))
     assert isinstance(page, RenderedPage)
     assert page.rotation == 90
     assert page.size_pt is not None and page.size_pt[0] > page.size_pt[1]
@@ -147,38 +149,38 @@ def test_rotated_page_is_landscape(corpus: Path, renderer: Renderer) -> None:
     assert page.image.size == (923, 653)
 
 
-def test_failures_name_the_file_and_reason(corpus: Path, renderer: Renderer) -> None:
-    (ok, bad) = collect(renderer, corpus / "pdfium__bad_page_type.pdf")
+def test_failures_name_the_file_and_reason(documents: Path, renderer: Renderer) -> None:
+    (ok, bad) = collect(renderer, documents / "pdfium__bad_page_type.pdf")
     assert isinstance(ok, RenderedPage) and ok.image.size[0] < ok.image.size[1]
     assert isinstance(bad, PageFailure) and bad.number == 2 and "cannot load the page" in bad.reason
-    (crop,) = collect(renderer, corpus / "pdfium__cropped_no_overlap.pdf")
+    (crop,) = collect(renderer, documents / "pdfium__cropped_no_overlap.pdf")
     assert isinstance(crop, PageFailure) and "no visible area" in crop.reason
     with pytest.raises(RenderError) as info:
-        renderer.open(corpus / "qpdf__empty.pdf")
+        renderer.open(documents / "qpdf__empty.pdf")
     assert isinstance(info.value, DocvecError)
-    assert info.value.path == str(corpus / "qpdf__empty.pdf")
+    assert info.value.path == str(documents / "qpdf__empty.pdf")
     assert info.value.reason.startswith("no pages")
 
 
-def test_empty_pdf_after_a_corrupt_one_still_reads_no_pages(corpus: Path, renderer: Renderer) -> None:
+def test_empty_pdf_after_a_corrupt_one_still_reads_no_pages(documents: Path, renderer: Renderer) -> None:
     # PDFium's last-error code is not reset by a successful load: a zero-page PDF must not inherit the
     # "data format error" of the corrupt file the same worker opened before it.
     with pytest.raises(RenderError, match="corrupt"):
-        renderer.open(corpus / "pdfium__bug_325_a.pdf")
+        renderer.open(documents / "pdfium__bug_325_a.pdf")
     with pytest.raises(RenderError, match="no pages"):
-        renderer.open(corpus / "qpdf__empty.pdf")
+        renderer.open(documents / "qpdf__empty.pdf")
 
 
-def test_first_page_argument(corpus: Path, renderer: Renderer) -> None:
-    path = corpus / "pysamples__pdflatex-4-pages.pdf"
+def test_first_page_argument(documents: Path, renderer: Renderer) -> None:
+    path = documents / "pysamples__pdflatex-4-pages.pdf"
     assert [p.number for p in renderer.pages(path, first=3)] == [3, 4]
     assert list(renderer.pages(path, first=5)) == []
     with pytest.raises(ValueError, match="1-based"):
         next(renderer.pages(path, first=0))
 
 
-def test_file_names_are_passed_through_untouched(tmp_path: Path, corpus: Path, renderer: Renderer) -> None:
-    data = (corpus / "pysamples__pdflatex-4-pages.pdf").read_bytes()
+def test_file_names_are_passed_through_untouched(tmp_path: Path, documents: Path, renderer: Renderer) -> None:
+    data = (documents / "pysamples__pdflatex-4-pages.pdf").read_bytes()
     for name in ("Über straße ✓ (copy), v2.pdf", os.fsdecode(b"latin1-\xe9.pdf")):
         path = tmp_path / name
         path.write_bytes(data)
@@ -358,11 +360,11 @@ def test_unreadable_image_fails_the_document(tmp_path: Path, renderer: Renderer)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
-def test_book_streams_with_bounded_memory(corpus: Path, renderer: Renderer) -> None:
+def test_book_streams_with_bounded_memory(book: Path, renderer: Renderer) -> None:
     before = rss_bytes()
     peak = before
     numbers = []
-    for page in renderer.pages(corpus / BOOK):
+    for page in renderer.pages(book):
         assert isinstance(page, RenderedPage)
         numbers.append(page.number)
         peak = max(peak, rss_bytes())
@@ -371,64 +373,64 @@ def test_book_streams_with_bounded_memory(corpus: Path, renderer: Renderer) -> N
     assert peak - before < 150 * 2**20, f"parent RSS grew by {(peak - before) / 2**20:.0f} MB"
 
 
-def test_early_close_leaves_the_worker_usable(corpus: Path, renderer: Renderer) -> None:
-    it = renderer.pages(corpus / BOOK)
+def test_early_close_leaves_the_worker_usable(documents: Path, renderer: Renderer, book: Path) -> None:
+    it = renderer.pages(book)
     assert [next(it).number for _ in range(3)] == [1, 2, 3]
     pids = renderer.worker_pids
     it.close()
     assert renderer.worker_pids == pids  # cancelled, not killed
-    assert [p.number for p in renderer.pages(corpus / "pysamples__multicolumn.pdf")] == [1, 2, 3]
+    assert [p.number for p in renderer.pages(documents / "pysamples__multicolumn.pdf")] == [1, 2, 3]
 
 
-def test_one_document_at_a_time(corpus: Path, renderer: Renderer) -> None:
-    it = renderer.pages(corpus / BOOK)
+def test_one_document_at_a_time(documents: Path, renderer: Renderer, book: Path) -> None:
+    it = renderer.pages(book)
     next(it)
     with pytest.raises(RuntimeError, match="already rendering"):
-        renderer.open(corpus / "pysamples__minimal-document.pdf")
+        renderer.open(documents / "pysamples__minimal-document.pdf")
     it.close()
-    assert renderer.open(corpus / "pysamples__minimal-document.pdf").page_count == 1
+    assert renderer.open(documents / "pysamples__minimal-document.pdf").page_count == 1
 
 
-def test_two_workers_keep_page_order_and_pixels(corpus: Path, renderer: Renderer) -> None:
-    path = corpus / BOOK
+def test_two_workers_keep_page_order_and_pixels(documents: Path, renderer: Renderer, book: Path) -> None:
+    path = book
     with Renderer(workers=2) as two:
         pages = rendered(collect(two, path))
         assert len(two.worker_pids) == 2
         assert [p.number for p in pages] == list(range(1, BOOK_PAGES + 1))
         # A page count that does not divide evenly, and a start past the middle.
-        assert [p.number for p in two.pages(corpus / "pysamples__multicolumn.pdf", first=2)] == [2, 3]
+        assert [p.number for p in two.pages(documents / "pysamples__multicolumn.pdf", first=2)] == [2, 3]
     one = rendered(collect(renderer, path, first=40))
     for a, b in zip(pages[39:45], one[:6], strict=True):
         assert a.number == b.number
         assert a.image.tobytes() == b.image.tobytes()
 
 
-def test_time_limit_replaces_the_worker(corpus: Path) -> None:
+def test_time_limit_replaces_the_worker(documents: Path, book: Path) -> None:
     with Renderer(timeout_s=0.001) as r:
         with pytest.raises(RenderError, match=r"timed out after 0\.001 s") as info:
-            collect(r, corpus / BOOK)
-        assert BOOK in str(info.value)
+            collect(r, book)
+        assert str(book) in str(info.value)
         (first_pid,) = r.worker_pids  # the successor, started at once
         with pytest.raises(RenderError, match="timed out"):
-            next(r.pages(corpus / BOOK, first=50))
+            next(r.pages(book, first=50))
         (second_pid,) = r.worker_pids
         assert second_pid != first_pid
         r.timeout_s = 60.0  # a plain attribute: the next documents get a usable limit
-        assert len(rendered(collect(r, corpus / "pysamples__pdflatex-4-pages.pdf"))) == 4
+        assert len(rendered(collect(r, documents / "pysamples__pdflatex-4-pages.pdf"))) == 4
         assert r.worker_pids == [second_pid]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
-def test_killed_worker_fails_the_document_only(corpus: Path, sig: signal.Signals) -> None:
+def test_killed_worker_fails_the_document_only(documents: Path, sig: signal.Signals, book: Path) -> None:
     with Renderer() as r:
-        it = r.pages(corpus / BOOK)
+        it = r.pages(book)
         assert next(it).number == 1
         (pid,) = r.worker_pids
         os.kill(pid, sig)
         with pytest.raises(RenderError, match=f"crashed .*{sig.name}"):
             for _ in it:
                 pass
-        pages = collect(r, corpus / "pysamples__pdflatex-4-pages.pdf")
+        pages = collect(r, documents / "pysamples__pdflatex-4-pages.pdf")
         assert len(rendered(pages)) == 4
         assert r.worker_pids != [pid]
 
@@ -442,12 +444,12 @@ def test_settings_are_checked() -> None:
         Renderer(timeout_s=0)
 
 
-def test_closed_renderer_refuses_work(corpus: Path) -> None:
+def test_closed_renderer_refuses_work(documents: Path) -> None:
     r = Renderer()
     r.close()
     r.close()
     with pytest.raises(RuntimeError, match="closed"):
-        r.open(corpus / "pysamples__minimal-document.pdf")
+        r.open(documents / "pysamples__minimal-document.pdf")
 
 
 def slow_pdf(path: Path, pages: int, fills: int = 100) -> Path:

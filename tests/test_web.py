@@ -34,7 +34,7 @@ def require_chromium() -> None:
 
 
 @pytest.fixture(scope="module")
-def server(corpus: Path, tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server(documents: Path, tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings = Settings(
         data_dir=tmp_path_factory.mktemp("web-data"),
         model=str(tiny_dir),
@@ -42,7 +42,9 @@ def server(corpus: Path, tiny_dir: Path, tmp_path_factory: pytest.TempPathFactor
         render=RenderSettings(workers=1, timeout_s=120),
     )
     with open_indexer(settings) as ix:
-        assert ix.ingest([corpus / "pysamples__minimal-document.pdf", corpus / "pysamples__smile.png"]).ok
+        assert ix.ingest(
+            [documents / "pysamples__minimal-document.pdf", documents / "pysamples__smile.png"]
+        ).ok
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
