@@ -47,7 +47,7 @@ bench-search: setup
 	$(PY) benchmarks/bench_search.py
 
 schemas: setup
-	$(PY) -m docvec.schemas schemas
+	$(PY) -m docvec._schemas schemas
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# The PyTorch reference lives with the tests (it is not part of the installed package).
+sys.path.insert(0, str(ROOT))
 QUERIES = [
     "total amount due on the invoice",
     "quarterly revenue by region",
@@ -84,8 +86,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             }
     else:
         import torch
-
-        from docvec.reference import ReferenceEmbedder
+        from tests.reference import ReferenceEmbedder
 
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
         ref = ReferenceEmbedder(Path(spec["hf"]), dtype=dtype, threads=threads)
@@ -136,9 +137,9 @@ def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _models(full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
-    from docvec.convert import convert_checkpoint, cpu_has_bf16
-    from docvec.tiny import ModelGeometry, build_checkpoint
-    from docvec.toolchain import LlamaCppSource
+    from docvec._convert import convert_checkpoint, cpu_has_bf16
+    from docvec._tiny_checkpoint import ModelGeometry, build_checkpoint
+    from docvec._toolchain import LlamaCppSource
 
     src = LlamaCppSource.in_cache(cache)
     base = cache / "models" / ("bench-3b" if full else "bench-tiny")
@@ -189,7 +190,7 @@ def main() -> None:
         print(json.dumps(_child(json.loads(args.child))))
         return
 
-    from docvec.config import Settings
+    from docvec import Settings
 
     cache = Settings().cache_dir
     hf, ggufs = _models(args.full, cache)

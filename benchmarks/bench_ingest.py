@@ -52,11 +52,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
 
-    from docvec import Embedder
-    from docvec.config import RenderSettings, Settings
-    from docvec.models import build_tiny_model
-    from docvec.pipeline import open_indexer
-    from docvec.render import PageFailure, Renderer
+    from docvec import Embedder, Index, RenderSettings, Settings
+    from docvec._render import PageFailure, Renderer
+    from docvec._tiny_model import build_tiny_model
 
     base = Settings()
     model = args.model or str(
@@ -71,7 +69,7 @@ def main() -> None:
             emb.embed_images([ROOT / "src" / "docvec" / "samples" / "revenue-chart.png"])  # warm up
             own = psutil.Process().memory_info().rss
 
-            with Renderer(workers=args.workers, target_pixels=settings.embed.max_pixels) as r:
+            with Renderer(workers=args.workers, target_pixels=emb.bounds.max_pixels) as r:
                 n_total = r.open(args.pdf).page_count
                 t = time.perf_counter()
                 pages = []
@@ -88,9 +86,9 @@ def main() -> None:
             embed_rate = len(pages) / (time.perf_counter() - t)
             del pages
 
-            with PeakRSS() as rss, open_indexer(settings, embedder=emb) as indexer:
+            with PeakRSS() as rss, Index.open(settings, embedder=emb) as index:
                 t = time.perf_counter()
-                report = indexer.ingest([args.pdf])
+                report = index.add([args.pdf])
                 ingest_rate = report.pages_indexed / (time.perf_counter() - t)
 
     slower = min(render_rate, embed_rate)

@@ -6,11 +6,11 @@
 Prints p50/p95 of the two parts of a query apart:
 
 - embedding the query text (the tiny test model by default, or --model);
-- the embedded store's search (EdgeStore, top 10) over 1k, 10k and 100k synthetic unit vectors of 2048
+- the embedded store's search (qdrant-edge, top 10) over 1k, 10k and 100k synthetic unit vectors of 2048
   numbers (jina-v4's size), beside a numpy brute-force scan of the same float32 vectors (the exact-search
   floor), with the ratio store/numpy and the store's recall@10 against numpy's exact top 10. Each size is
-  measured twice: as written (a float16 scan) and after EdgeStore.optimize(), which every ingest run ends
-  with (a scan of the int8 copy, rescored; see docvec.store.base). The target column applies the issue's
+  measured twice: as written (a float16 scan) and after Store.optimize(), which every ingest run ends
+  with (a scan of the int8 copy, rescored; see docvec._store._core). The target column applies the issue's
   rule: within 2x of the floor, or below it with recall@10 >= 0.95;
 - requests/s of POST /search under concurrent local load.
 
@@ -97,9 +97,8 @@ def unit(rng: np.random.Generator, n: int) -> npt.NDArray[np.float32]:
 
 
 def bench_embedding(model: str | None, n: int) -> None:
-    from docvec import Embedder, EmbedSettings
-    from docvec.config import Settings
-    from docvec.models import build_tiny_model
+    from docvec import Embedder, EmbedSettings, Settings
+    from docvec._tiny_model import build_tiny_model
 
     s = Settings()
     if model is None:
@@ -126,7 +125,7 @@ def exact_top(data: npt.NDArray[np.float32], q: npt.NDArray[np.float32], k: int)
 def recall(store: Any, data: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]) -> float:
     """Mean recall@K of the store's collection "bench" (point i holds ``data[i]``) against the exact
     float32 top K of each query."""
-    from docvec.store import point_id
+    from docvec._store import point_id
 
     ids = {point_id("bench", x): x for x in range(len(data))}
     found = []
@@ -155,7 +154,7 @@ def verdict(ratio: float, rec: float) -> str:
 
 
 def bench_store(sizes: list[int], n_queries: int, *, data_kind: str = "random") -> None:
-    from docvec.store import EdgeStore, Point, point_id
+    from docvec._store import Point, open_store, point_id
 
     rng = np.random.default_rng(0)
     biggest = max(sizes)
@@ -174,7 +173,7 @@ def bench_store(sizes: list[int], n_queries: int, *, data_kind: str = "random") 
     for n in sizes:
         root = Path(tempfile.mkdtemp(prefix="docvec-bench-search-"))
         try:
-            with EdgeStore(root) as store:
+            with open_store(path=root) as store:
                 store.ensure_collection("bench", DIM)
                 t = time.perf_counter()
                 for start in range(0, n, 2000):
@@ -214,16 +213,12 @@ def bench_store(sizes: list[int], n_queries: int, *, data_kind: str = "random") 
 
 
 def bench_api(model: str | None, seconds: float, clients: int) -> None:
-    try:
-        from docvec.api import create_app
-    except ImportError:
-        print("\nPOST /search: skipped (docvec.api.create_app does not exist yet)")
-        return
     import httpx
     import uvicorn
 
-    from docvec.config import Settings
-    from docvec.models import build_tiny_model
+    from docvec import Settings
+    from docvec._tiny_model import build_tiny_model
+    from docvec.api import create_app
 
     data_dir = Path(tempfile.mkdtemp(prefix="docvec-bench-api-"))
     base = Settings()
@@ -247,7 +242,7 @@ def bench_api(model: str | None, seconds: float, clients: int) -> None:
             time.sleep(0.1)
         with httpx.Client() as c:
             # an index of the shipped samples: the load hits a real collection, not an empty one
-            from docvec.demo import sample_documents
+            from docvec._demo import sample_documents
 
             for f in sorted(sample_documents().iterdir()):
                 if f.suffix in {".pdf", ".png"}:

@@ -20,10 +20,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from docvec.config import Settings
-from docvec.payloads import IngestFailure, IngestReport
-from docvec.pipeline import Indexer, discover, open_indexer, parse_tags
-from docvec.store import StoreUnavailableError
+from docvec import Index, IngestFailure, IngestReport, Settings, StoreUnavailableError, discover
 
 
 def _store_unavailable(task: object, task_run: object, state: object) -> bool:
@@ -43,22 +40,20 @@ def find_documents(paths: list[str], recursive: bool) -> tuple[list[Path], list[
     return discover(paths, recursive=recursive)
 
 
-# Live handles (the indexer) are task inputs, so nothing is cached; store writes are retried.
+# Live handles (the index) are task inputs, so nothing is cached; store writes are retried.
 _WRITES = {"cache_policy": NO_CACHE, "retries": 3, "retry_delay_seconds": [5, 30, 120]}
 
 
 @task(**_WRITES, retry_condition_fn=_store_unavailable)  # type: ignore[call-overload]
-def ingest_document(indexer: Indexer, path: Path, tags: list[str]) -> IngestReport:
+def ingest_document(index: Index, path: Path, tags: list[str]) -> IngestReport:
     """Render, embed and store one document (skipped when unchanged)."""
-    report = IngestReport()
-    indexer.ingest_file(path, report, tags=tags)
-    return report
+    return index.add([path], tags=tags)
 
 
 @task(**_WRITES, retry_condition_fn=_store_unavailable)  # type: ignore[call-overload]
-def prune_documents(indexer: Indexer) -> int:
+def prune_documents(index: Index) -> int:
     """Remove documents whose files are gone."""
-    return indexer.prune()
+    return index.prune()
 
 
 @flow(name="docvec-ingest")
@@ -66,16 +61,13 @@ def ingest_flow(
     paths: list[str], recursive: bool = True, prune: bool = False, tags: list[str] | None = None
 ) -> IngestReport:
     """Index documents under ``paths`` into docvec's store, as `docvec ingest` does."""
-    settings = Settings()
-    tag_list = list(parse_tags(tags or ()))
     files, failures = find_documents(paths, recursive)
-    total = IngestReport(failures=failures, documents_failed=len(failures))
-    with open_indexer(settings) as indexer:
+    total = IngestReport(documents_failed=len(failures), failures=failures)
+    with Index.open(Settings()) as index:
         for path in files:
-            total.add(ingest_document(indexer, path, tag_list))
+            total += ingest_document(index, path, tags or [])
         if prune:
-            total.documents_removed += prune_documents(indexer)
-        indexer.commit()
+            total.documents_removed += prune_documents(index)
     return total
 
 

@@ -1,5 +1,5 @@
 """Prefect flow for batch queries: a file of queries in, JSON Lines of hits out; a thin loop over
-:func:`docvec.search.search`, the call every front end shares.
+:meth:`docvec.Index.search`, the call every front end shares.
 
     python flows/query.py QUERIES OUT [-k 5]
 
@@ -19,12 +19,8 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from docvec.config import Settings
-from docvec.embed import Embedder
-from docvec.errors import InputError
-from docvec.pipeline import open_settings_store
-from docvec.search import search
-from docvec.store import VectorStore
+from docvec import Index, InputError, Settings
+from docvec._fileio import write_atomic
 
 
 def read_queries(path: Path, default_k: int) -> list[tuple[str, int]]:
@@ -52,38 +48,21 @@ def load_queries(path: str, default_k: int) -> list[tuple[str, int]]:
     return read_queries(Path(path), default_k)
 
 
-# live handles (embedder, store) are inputs: nothing to cache
+# a live handle (the index) is an input: nothing to cache
 @task(cache_policy=NO_CACHE)
-def run_query(embedder: Embedder, store: VectorStore, collection: str, query: str, k: int) -> dict[str, Any]:
+def run_query(index: Index, query: str, k: int) -> dict[str, Any]:
     """One query's hits, in the JSON form of `docvec search --json`."""
-    hits = search(embedder, store, collection, query, k=k)
-    return {
-        "query": query,
-        "k": k,
-        "hits": [
-            {
-                "doc_id": h.doc_id,
-                "source": h.source,
-                "page": h.page,
-                "score": round(h.score, 6),
-                "tags": list(h.payload.get("tags") or []),
-            }
-            for h in hits
-        ],
-    }
+    return {"query": query, "k": k, "hits": [h.model_dump(mode="json") for h in index.search(query, k)]}
 
 
 @flow(name="docvec-query")
 def query_flow(queries: str, out: str, k: int = 5) -> int:
     """Run every query in the file ``queries`` and write JSON Lines of hits to ``out``; returns the count."""
-    settings = Settings()
     items = load_queries(queries, k)
-    with Embedder.open(settings.model, settings.embed) as emb, open_settings_store(settings) as store:
-        rows = [run_query(emb, store, settings.collection, q, qk) for q, qk in items]
+    with Index.open(Settings()) as index:
+        rows = [run_query(index, q, qk) for q, qk in items]
     # written at the end, in one go: a failed batch leaves no half-written output behind
-    tmp = Path(out).with_name(Path(out).name + ".part")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(out)
+    write_atomic(Path(out), "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8"))
     return len(rows)
 
 

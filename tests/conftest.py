@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
 from PIL import Image
 
-from docvec import Embedder, EmbedSettings, ModelFiles
-from docvec.config import Settings
-from docvec.models import build_tiny_model
-from docvec.reference import ReferenceEmbedder
-from docvec.toolchain import LlamaCppSource
+from docvec import Embedder, EmbedSettings, ModelFiles, Settings
+from docvec._tiny_model import build_tiny_model
+from docvec._toolchain import LlamaCppSource
 
 from .documents import DOCUMENTS, extended_corpus, make_text_pdf
 from .isolation import Isolation
+
+if TYPE_CHECKING:  # the reference needs PyTorch; tests that do not use it run without
+    from .reference import ReferenceEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 #: pages of the generated book (the ``book`` fixture)
@@ -84,6 +85,10 @@ def tiny_hf(tiny_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def reference(tiny_hf: Path) -> ReferenceEmbedder:
     """The PyTorch reference (transformers, fp32) on the tiny checkpoint: the parity oracle."""
+    import torch
+
+    from .reference import ReferenceEmbedder
+
     return ReferenceEmbedder(tiny_hf, dtype=torch.float32, threads=2)
 
 

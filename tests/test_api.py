@@ -19,11 +19,17 @@ import uvicorn
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from docvec import (
+    DocvecError,
+    EmbedSettings,
+    Index,
+    InputError,
+    RenderSettings,
+    Settings,
+    StoreUnavailableError,
+)
+from docvec._store import Filter, Point, point_id
 from docvec.api import API_MODELS, MAX_QUERY_CHARS, create_app
-from docvec.config import EmbedSettings, RenderSettings, Settings
-from docvec.errors import DocvecError, InputError
-from docvec.pipeline import open_indexer
-from docvec.store import Filter, Point, StoreUnavailableError, point_id
 
 from .conftest import page_image
 
@@ -40,15 +46,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 JPEG = b"\xff\xd8\xff"
 
 
-class KeyedSettings(Settings):
-    """Settings with the fields the API reads when present (to be added to Settings)."""
-
-    api_key: str | None = None
-    max_upload_mb: int = 50
-
-
-def _settings(data_dir: Path, tiny_dir: Path, cls: type[Settings] = Settings, **extra: Any) -> Settings:
-    return cls(
+def _settings(data_dir: Path, tiny_dir: Path, **extra: Any) -> Settings:
+    return Settings(
         data_dir=data_dir,
         model=str(tiny_dir),
         embed=EmbedSettings(max_pixels=SMALL, threads=2),
@@ -71,10 +70,10 @@ def docs(documents: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 def settings(docs: dict[str, Path], tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     s = _settings(tmp_path_factory.mktemp("api-data"), tiny_dir)
     # the store has one owner: index first, close, then let the app open it
-    with open_indexer(s) as ix:
+    with Index.open(s) as ix:
         untagged = [p for n, p in docs.items() if n != TAGGED]
-        assert ix.ingest(untagged).ok
-        assert ix.ingest([docs[TAGGED]], tags=["team=legal", "year=2024"]).ok
+        assert ix.add(untagged).ok
+        assert ix.add([docs[TAGGED]], tags=["team=legal", "year=2024"]).ok
     return s
 
 
@@ -232,8 +231,8 @@ def test_documents_list_and_get(client: TestClient, docs: dict[str, Path]) -> No
 def test_documents_list_while_a_file_has_two_versions(client: TestClient, docs: dict[str, Path]) -> None:
     # Ingesting a changed file writes its new version before removing the old one: for that moment one
     # source has two documents. The list then still shows each document once, in (source, doc_id) order.
-    svc = client.app.state.services  # type: ignore[attr-defined]
-    store, collection = svc.indexer.store, svc.collection
+    index = client.app.state.index  # type: ignore[attr-defined]
+    store, collection = index._store, index.collection
     old = _doc_id(docs[TAGGED])
     new_id = "f" * 32
     first = next(iter(store.scroll(collection, Filter(doc_ids=(old,)), with_vectors=True)))
@@ -325,8 +324,8 @@ def test_deleting_an_ingested_document_keeps_the_users_file(tmp_path: Path, tiny
     settings = _settings(tmp_path / "data", tiny_dir)
     mine = tmp_path / "mine.png"
     page_image(200, 300, seed=3).save(mine)
-    with open_indexer(settings) as ix:
-        assert ix.ingest([mine]).ok
+    with Index.open(settings) as ix:
+        assert ix.add([mine]).ok
     with TestClient(create_app(settings)) as c:
         assert c.delete(f"/documents/{_doc_id(mine)}").json()["pages_removed"] == 1
     assert mine.is_file()  # only uploaded copies are docvec's to remove
@@ -377,9 +376,7 @@ def test_healthz_and_page(client: TestClient) -> None:
 
 @pytest.fixture(scope="module")
 def keyed_client(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    s = _settings(
-        tmp_path_factory.mktemp("api-keyed"), tiny_dir, KeyedSettings, api_key="s3cret", max_upload_mb=1
-    )
+    s = _settings(tmp_path_factory.mktemp("api-keyed"), tiny_dir, api_key="s3cret", max_upload_mb=1)
     with TestClient(create_app(s)) as c:
         yield c
 
@@ -403,7 +400,7 @@ def test_oversized_upload_is_413(keyed_client: TestClient) -> None:
         "/documents", headers=h, files={"file": ("big.pdf", b"%PDF-" + b"0" * ((1 << 20) + 1000))}
     )
     assert r.status_code == 413
-    uploads = keyed_client.app.state.services.settings.data_dir / "uploads"  # type: ignore[attr-defined]
+    uploads = keyed_client.app.state.index.uploads  # type: ignore[attr-defined]
     assert not any(uploads.iterdir())
 
 
@@ -455,7 +452,7 @@ def test_errors_map_to_status_codes(
     def failing(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr("docvec.api.search", failing)
+    monkeypatch.setattr(client.app.state.index, "search", failing)  # type: ignore[attr-defined]
     quiet = TestClient(client.app, raise_server_exceptions=False)  # same app and lifespan state
     r = quiet.get("/search", params={"q": "x"})
     assert r.status_code == status
@@ -464,7 +461,7 @@ def test_errors_map_to_status_codes(
 
 
 def test_healthz_503_when_the_store_fails(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = client.app.state.services.indexer.store  # type: ignore[attr-defined]
+    store = client.app.state.index._store  # type: ignore[attr-defined]
 
     def down(*args: object, **kwargs: object) -> int:
         raise StoreUnavailableError("qdrant unreachable", url="http://q", attempts=3)

@@ -15,9 +15,9 @@ from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from docvec import Embedder, ModelFiles
-from docvec.cli import app
-from docvec.hub import REGISTRY
-from docvec.records import EmbeddingRecord
+from docvec._cli import app
+from docvec._hub import REGISTRY
+from docvec._records import EmbeddingRecord
 
 from .conftest import page_image
 from .test_hub import fill_cache
@@ -73,12 +73,13 @@ def test_embed_table(tiny_dir: Path) -> None:
     [
         (["embed", "--model", "/no/such/model", "-q", "x"], "/no/such/model: no such file or folder"),
         (["embed", "-q", "x", "--model", "never-pulled"], "docvec models pull never-pulled"),
-        (["embed", "-q", "x", "--dim", "300"], "dim must be one of"),
+        (["embed", "-q", "x", "--dim", "300", "--model", "{tiny}"], "dim must be one of"),
+        (["embed", "-q", "x", "--dim", "0"], "dim"),
         (["embed"], "give at least one --query, --passage or --image"),
     ],
 )
 def test_embed_errors_are_one_clear_line(args: list[str], message: str, tiny_dir: Path) -> None:
-    r = runner.invoke(app, args)
+    r = runner.invoke(app, [a.format(tiny=tiny_dir) for a in args])
     assert r.exit_code == 2
     assert message in " ".join(r.output.split()) and "Traceback" not in r.output
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 import docvec
-from docvec.config import Settings
-from docvec.schemas import render_schemas
-from docvec.toolchain import LLAMA_CPP_PYTHON_VERSION
+import docvec.api
+from docvec import Settings
+from docvec._schemas import render_schemas
+from docvec._toolchain import LLAMA_CPP_PYTHON_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,8 +40,13 @@ def test_settings_from_dotenv_and_precedence(monkeypatch: pytest.MonkeyPatch, tm
 
 def test_bad_settings_say_what_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DOCVEC_EMBED__DIM", "300")
-    with pytest.raises(ValueError, match="dim must be one of 128, 256, 512, 1024, 2048, not 300"):
+    monkeypatch.setenv("DOCVEC_EMBED__DIM", "0")
+    with pytest.raises(ValueError, match="dim"):
+        Settings()
+    monkeypatch.setenv("DOCVEC_EMBED__DIM", "512")
+    monkeypatch.setenv("DOCVEC_EMBED__MIN_PIXELS", "5000")
+    monkeypatch.setenv("DOCVEC_EMBED__MAX_PIXELS", "4000")
+    with pytest.raises(ValueError, match=r"min_pixels \(5000\) is larger than max_pixels \(4000\)"):
         Settings()
 
 
@@ -55,27 +62,78 @@ def test_no_stray_schema_files() -> None:
     assert sorted(p.name for p in (ROOT / "schemas").glob("*.json")) == sorted(render_schemas())
 
 
+def _pinned_surface() -> dict[str, list[str]]:
+    """The public names per module, as tests/data/public-surface.txt pins them."""
+    pinned: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in (ROOT / "tests" / "data" / "public-surface.txt").read_text().splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            current = pinned.setdefault(line[1:-1], [])
+        elif line and not line.startswith("#"):
+            current.append(line)
+    return pinned
+
+
 def test_public_surface_is_pinned() -> None:
-    assert sorted(docvec.__all__) == [
-        "BackendError",
-        "ConfigError",
-        "DocvecError",
-        "EmbedSettings",
-        "Embedder",
-        "InputError",
-        "ModelError",
-        "ModelFileError",
-        "ModelFiles",
-        "ModelMismatchError",
-        "ModelNotFoundError",
-        "Settings",
-        "ToolError",
-    ]
-    for name in docvec.__all__:
-        assert getattr(docvec, name).__module__.startswith("docvec.")
-    assert all(
-        issubclass(getattr(docvec, n), docvec.DocvecError) for n in docvec.__all__ if n.endswith("Error")
-    )
+    assert _pinned_surface() == {
+        "docvec": sorted(docvec.__all__),
+        "docvec.api": sorted(docvec.api.__all__),
+    }, "the public surface changed: update tests/data/public-surface.txt (and the README) if on purpose"
+    for module in (docvec, docvec.api):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if callable(obj):  # classes and functions come from docvec's own (private) modules
+                assert obj.__module__.startswith("docvec."), name
+    assert "Index" in docvec.__all__ and "create_app" in docvec.api.__all__
+
+
+def test_implementation_modules_are_private() -> None:
+    package = ROOT / "src" / "docvec"
+    public = {
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*.py")
+        if not any(part.startswith("_") for part in p.relative_to(package).parts)
+    }
+    # the package's front doors only: the API package's __init__ is public, its modules are not
+    assert public == {"samples/make_samples.py"}, public
+
+
+def _all_subclasses(cls: type) -> set[type]:
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= _all_subclasses(sub)
+    return found
+
+
+def _documented_tree(doc: str) -> dict[str, str | None]:
+    """Each class in the tree drawn in a docstring, with its parent (by indentation)."""
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []
+    for line in doc.splitlines():
+        m = re.match(r"^([\s│├└─]*)([A-Z][A-Za-z]*Error)\b", line)
+        if not m:
+            continue
+        column = len(m.group(1))
+        while stack and stack[-1][0] >= column:
+            stack.pop()
+        parents[m.group(2)] = stack[-1][1] if stack else None
+        stack.append((column, m.group(2)))
+    return parents
+
+
+def test_every_error_is_exported_and_in_the_documented_tree() -> None:
+    from docvec import _errors
+
+    tree = _documented_tree(_errors.__doc__ or "")
+    errors = _all_subclasses(docvec.DocvecError) | {docvec.DocvecError}
+    assert {c.__name__ for c in errors} == set(tree), "the docstring's tree and the classes differ"
+    for cls in errors:
+        assert cls.__module__ == "docvec._errors", f"{cls.__name__} is defined outside docvec._errors"
+        assert getattr(docvec, cls.__name__, None) is cls, f"{cls.__name__} is not exported"
+        assert cls.__doc__, f"{cls.__name__} has no docstring"
+        parents = [b.__name__ for b in cls.__bases__ if issubclass(b, docvec.DocvecError)]
+        assert tree[cls.__name__] == (parents[0] if parents else None), cls.__name__
 
 
 def test_toolchain_pin_matches_the_build_script() -> None:

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from docvec import Embedder, EmbedSettings, ModelFiles
-from docvec.embed import normalize
-from docvec.errors import ConfigError, InputError
+from docvec import ConfigError, Embedder, EmbedSettings, InputError, ModelFiles
+from docvec._embed import normalize
 
 from .conftest import page_image
 
@@ -48,10 +47,24 @@ def test_matryoshka_dims(tiny_files: ModelFiles) -> None:
     with Embedder(tiny_files, EmbedSettings(dim=128, threads=1)) as emb:
         # the tiny model is 64 wide: any size of 64 or more is its full vector
         assert emb.dim == 64 and emb.embed_queries(["a"]).shape == (1, 64)
-        with pytest.raises(ConfigError, match="dim must be one of 128, 256, 512, 1024, 2048, not 100"):
+        with pytest.raises(ConfigError, match=r"dim must be one of 128, 256, 512, 1024, 2048 .*not 100"):
             emb.embed_queries(["a"], dim=100)
-    with pytest.raises(ValueError, match="dim must be one of"):
-        EmbedSettings(dim=300)
+    # a setting is checked against the model's profile when the model opens, before any weight loads
+    with pytest.raises(ConfigError, match=r"dim must be one of .* for jina-embeddings-v4, not 300"):
+        Embedder(tiny_files, EmbedSettings(dim=300))
+
+
+def test_settings_left_unset_are_the_models(tiny_files: ModelFiles) -> None:
+    with Embedder(tiny_files, EmbedSettings(threads=1)) as emb:
+        assert (emb.bounds.min_pixels, emb.bounds.max_pixels) == (
+            emb.profile.min_pixels,
+            emb.profile.max_pixels,
+        )
+        assert emb.dim == 64  # the profile's 2048, capped at the tiny model's width
+    with pytest.raises(ConfigError, match="at least 784"):
+        Embedder(tiny_files, EmbedSettings(min_pixels=100))
+    with pytest.raises(ConfigError, match=r"min_pixels \(602113\) is larger than max_pixels \(602112\)"):
+        Embedder(tiny_files, EmbedSettings(min_pixels=602113))
 
 
 def test_sub_batched_decoding_gives_the_same_states(tiny_files: ModelFiles) -> None:
@@ -155,3 +168,19 @@ def test_close_is_idempotent(tiny_files: ModelFiles) -> None:
     emb.close()
     with Embedder(tiny_files) as e2:
         assert e2.embed_queries(["ok"]).shape == (1, 64)
+
+
+def test_an_open_reads_each_header_once(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import docvec._modelfiles as modelfiles
+
+    read: list[str] = []
+    real = modelfiles.read_gguf_info
+
+    def counting(path: Path) -> modelfiles.GGUFInfo:
+        read.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(modelfiles, "read_gguf_info", counting)
+    with Embedder.open(tiny_dir, EmbedSettings(threads=1)):
+        pass
+    assert sorted(read) == sorted(p.name for p in tiny_dir.glob("*.gguf"))

@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from docvec import Embedder, EmbedSettings, ModelFiles
-from docvec.cli import app
-from docvec.config import Settings
-from docvec.errors import InputError
-from docvec.evaluate import evaluate, load_dataset, ndcg_at, recall_at
+from docvec import Embedder, EmbedSettings, InputError, ModelFiles, Settings
+from docvec._cli import app
+from docvec._evaluate import evaluate, load_dataset, ndcg_at, recall_at
 
 from .conftest import page_image
 
@@ -41,7 +39,7 @@ def test_recall_on_hand_computed_rankings() -> None:
     assert recall_at(["a", "x", "b"], rel, 3) == pytest.approx(2 / 3)
     assert recall_at(["z", "c", "b", "a"], rel, 10) == pytest.approx(1.0)
     assert recall_at(["a"], {}, 5) == 0.0
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError):
         recall_at(["a"], rel, 0)
 
 

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from docvec.config import Settings
-from docvec.payloads import IngestReport
-from docvec.pipeline import open_settings_store
+from docvec import Index, IngestReport, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +39,6 @@ def test_ingest_flow_indexes_then_skips(
     second: IngestReport = flow([str(docs)])
     assert (second.documents_indexed, second.documents_skipped) == (0, 2)
 
-    with open_settings_store(Settings()) as store:
-        payloads = [p for _, p in store.scroll("docvec")]
+    with Index.open(Settings()) as index:
+        payloads = [p for _, p in index._store.scroll("docvec")]
     assert len(payloads) == 2 and all(p["tags"] == ["via=prefect"] for p in payloads)

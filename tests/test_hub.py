@@ -26,8 +26,8 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
 )
 
-from docvec import hub
-from docvec.errors import DocvecError, ModelNotFoundError, ToolError
+from docvec import DocvecError, ModelNotFoundError, ToolError
+from docvec import _hub as hub
 
 MODEL = hub.REGISTRY["jina-v4"]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -10,12 +10,22 @@ import pytest
 from PIL import Image
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as hf_smart_resize
 
-from docvec.errors import InputError
-from docvec.images import load_image, prepare_image, smart_resize
+from docvec import InputError
+from docvec._images import load_image, prepare_image, smart_resize
+from docvec._profiles import JINA_V4, ImageBounds
 
 from .documents import make_tiff
 
-BOUNDS = {"unit": 28, "min_pixels": 3136, "max_pixels": 602112}
+BOUNDS = ImageBounds(3136, 602112, 28, 200)
+
+
+def test_the_profile_holds_jina_v4s_bounds() -> None:
+    assert (JINA_V4.min_pixels, JINA_V4.max_pixels, JINA_V4.image_unit, JINA_V4.max_aspect) == (
+        3136,
+        602112,
+        28,
+        200,
+    )
 
 
 @pytest.mark.parametrize(
@@ -30,7 +40,7 @@ BOUNDS = {"unit": 28, "min_pixels": 3136, "max_pixels": 602112}
 )
 def test_smart_resize_known_sizes(size: tuple[int, int], expected: tuple[int, int]) -> None:
     w, h = size
-    assert smart_resize(h, w, **BOUNDS) == expected
+    assert smart_resize(h, w, BOUNDS) == expected
 
 
 def test_smart_resize_equals_transformers_everywhere() -> None:
@@ -61,26 +71,26 @@ def test_smart_resize_equals_transformers_everywhere() -> None:
         if max(h, w) / min(h, w) > 200:
             continue
         for lo, hi in ((3136, 602112), (784, 100352), (200704, 1003520)):
-            ours = smart_resize(h, w, unit=28, min_pixels=lo, max_pixels=hi)
+            ours = smart_resize(h, w, ImageBounds(lo, hi, 28, 200))
             assert ours == hf_smart_resize(h, w, factor=28, min_pixels=lo, max_pixels=hi), (h, w, lo, hi)
             assert ours[0] % 28 == 0 and ours[1] % 28 == 0
 
 
 def test_smart_resize_refuses_extreme_aspect() -> None:
     with pytest.raises(InputError, match="aspect ratio"):
-        smart_resize(10, 3000, **BOUNDS)
+        smart_resize(10, 3000, BOUNDS)
 
 
 def test_prepare_image_is_pil_bicubic() -> None:
     img = Image.effect_mandelbrot((350, 238), (-2, -1, 1, 1), 50).convert("RGB")
-    out = prepare_image(img, **BOUNDS)
+    out = prepare_image(img, BOUNDS)
     assert out.shape == (224, 336, 3) and out.dtype == np.uint8
     assert np.array_equal(out, np.asarray(img.resize((336, 224), Image.Resampling.BICUBIC)))
 
 
 def test_prepare_image_keeps_an_image_already_at_size() -> None:
     img = Image.effect_mandelbrot((336, 224), (-2, -1, 1, 1), 50).convert("RGB")
-    assert np.array_equal(prepare_image(img, **BOUNDS), np.asarray(img))
+    assert np.array_equal(prepare_image(img, BOUNDS), np.asarray(img))
 
 
 def test_transparency_goes_onto_white() -> None:

@@ -15,13 +15,20 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from docvec import Embedder, EmbedSettings, ModelFiles
-from docvec.cli import app
-from docvec.config import RenderSettings, Settings
-from docvec.payloads import IngestReport, PagePayload
-from docvec.pipeline import Indexer, discover, open_indexer
-from docvec.render import Renderer
-from docvec.store import Filter
+from docvec import (
+    Embedder,
+    EmbedSettings,
+    Index,
+    IngestReport,
+    ModelFiles,
+    PagePayload,
+    RenderSettings,
+    Settings,
+    discover,
+)
+from docvec._cli import app
+from docvec._render import DocumentInfo, Renderer
+from docvec._store import Filter
 
 from .documents import make_tiff
 
@@ -71,8 +78,8 @@ def settings(tmp_path: Path, tiny_dir: Path) -> Settings:
 
 
 @pytest.fixture()
-def indexer(settings: Settings, embedder_small: Embedder) -> Iterator[Indexer]:
-    with open_indexer(settings, embedder=embedder_small) as ix:
+def index(settings: Settings, embedder_small: Embedder) -> Iterator[Index]:
+    with Index.open(settings, embedder=embedder_small) as ix:
         yield ix
 
 
@@ -82,19 +89,19 @@ def embedder_small(tiny_files: ModelFiles) -> Iterator[Embedder]:
         yield emb
 
 
-def _points(ix: Indexer) -> dict[str, dict[str, object]]:
-    return {pid: p for pid, p in ix.store.scroll(ix.collection)}
+def _points(ix: Index) -> dict[str, dict[str, object]]:
+    return {pid: p for pid, p in ix._store.scroll(ix.collection)}
 
 
-def test_documents_each_do_what_the_manifest_says(docs: Path, indexer: Indexer) -> None:
-    report = indexer.ingest([docs])
+def test_documents_each_do_what_the_manifest_says(docs: Path, index: Index) -> None:
+    report = index.add([docs])
     by_doc: dict[str, int] = {}
-    for p in _points(indexer).values():
+    for p in _points(index).values():
         payload = PagePayload.model_validate(p)  # every stored payload is a valid PagePayload
         by_doc[Path(payload.source).name] = by_doc.get(Path(payload.source).name, 0) + 1
         assert payload.width * payload.height <= SMALL * 4 and payload.page <= payload.page_count
-        assert (indexer.pages.root / payload.image).is_file() and (
-            indexer.pages.root / payload.thumbnail
+        assert (index.pages.root / payload.image).is_file() and (
+            index.pages.root / payload.thumbnail
         ).is_file()
     for name, (pages, reasons) in CASES.items():
         assert by_doc.get(name, 0) == pages, name
@@ -113,78 +120,96 @@ def test_documents_each_do_what_the_manifest_says(docs: Path, indexer: Indexer) 
 
 
 def test_a_run_ends_by_optimizing_then_flushing(
-    docs: Path, indexer: Indexer, monkeypatch: pytest.MonkeyPatch
+    docs: Path, index: Index, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    store = indexer.store
+    store = index._store
     optimize, flush = store.optimize, store.flush
     monkeypatch.setattr(store, "optimize", lambda name: calls.append(f"optimize {name}") or optimize(name))
     monkeypatch.setattr(store, "flush", lambda: calls.append("flush") or flush())
-    indexer.ingest([docs / "sub"])
+    index.add([docs / "sub"])
     # the last writes are quantized (once there are enough of them) before the run says it is done
-    assert calls[-2:] == [f"optimize {indexer.collection}", "flush"]
+    assert calls[-2:] == [f"optimize {index.collection}", "flush"]
 
 
 def test_second_run_skips_unchanged_files_without_rendering(
-    docs: Path, indexer: Indexer, monkeypatch: pytest.MonkeyPatch
+    docs: Path, index: Index, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = indexer.ingest([docs])
-    before = _points(indexer)
+    first = index.add([docs])
+    before = _points(index)
     calls: list[Path] = []
     original = Renderer.pages
 
-    def spy(self: Renderer, path: Path, **kw: int) -> Iterator[object]:
-        calls.append(path)
-        return original(self, path, **kw)
+    def spy(self: Renderer, document: DocumentInfo, **kw: int) -> Iterator[object]:
+        calls.append(document.path)
+        return original(self, document, **kw)
 
     monkeypatch.setattr(Renderer, "pages", spy)
-    second = indexer.ingest([docs])
+    second = index.add([docs])
     assert second.documents_indexed == 0 and second.documents_skipped == first.documents_indexed
     assert second.pages_skipped == first.pages_indexed
     assert all(Path(c).name in {"pdfium__cropped_no_overlap.pdf"} for c in calls)  # only the never-indexed
-    after = _points(indexer)
+    after = _points(index)
     assert after.keys() == before.keys()
 
 
-def test_changed_moved_pruned_and_deleted_files(tmp_path: Path, documents: Path, indexer: Indexer) -> None:
+def test_changed_moved_pruned_and_deleted_files(tmp_path: Path, documents: Path, index: Index) -> None:
     folder = tmp_path / "d"
     folder.mkdir()
     a = folder / "a.pdf"
     shutil.copy(documents / "pysamples__minimal-document.pdf", a)
     shutil.copy(documents / "pysamples__pdflatex-4-pages.pdf", folder / "b.pdf")
-    indexer.ingest([folder])
-    old_id = next(p["doc_id"] for p in _points(indexer).values() if p["source"] == str(a))
+    index.add([folder])
+    old_id = next(p["doc_id"] for p in _points(index).values() if p["source"] == str(a))
 
     # changed: new pages written, then the old version removed
     shutil.copy(documents / "pysamples__habibi-rotated.pdf", a)
-    r = indexer.ingest([folder])
+    r = index.add([folder])
     assert r.documents_indexed == 1 and r.documents_removed == 1 and r.documents_skipped == 1
-    pts = _points(indexer)
+    pts = _points(index)
     assert not any(p["doc_id"] == old_id for p in pts.values())
     assert sum(1 for p in pts.values() if p["source"] == str(a)) == 4
 
     # moved: no re-embedding, the pages follow the file
     moved = folder / "renamed.pdf"
     (folder / "b.pdf").rename(moved)
-    r = indexer.ingest([folder])
+    r = index.add([folder])
     assert r.documents_indexed == 0 and r.documents_skipped == 2
-    assert sum(1 for p in _points(indexer).values() if p["source"] == str(moved)) == 4
+    assert sum(1 for p in _points(index).values() if p["source"] == str(moved)) == 4
 
     # pruned: the file is gone
     a.unlink()
-    r = indexer.ingest([folder], prune=True)
+    r = index.add([folder], prune=True)
     assert r.documents_removed == 1
-    assert not any(p["source"] == str(a) for p in _points(indexer).values())
+    assert not any(p["source"] == str(a) for p in _points(index).values())
 
     # deleted by path and by id
-    assert indexer.delete(str(moved)) == 4
+    assert index.delete(str(moved)) == 4
     shutil.copy(documents / "pysamples__minimal-document.pdf", a)
-    indexer.ingest([a], tags=["team=ml", "year=2026"])
-    doc = next(iter(_points(indexer).values()))
+    index.add([a], tags=["team=ml", "year=2026"])
+    doc = next(iter(_points(index).values()))
     assert doc["tags"] == ["team=ml", "year=2026"]
-    assert indexer.store.count(indexer.collection, Filter(tags=("team=ml",))) == 1
-    assert indexer.delete(str(doc["doc_id"])) == 1
-    assert indexer.store.count(indexer.collection) == 0
+    assert index._store.count(index.collection, Filter(tags=("team=ml",))) == 1
+    assert index.delete(str(doc["doc_id"])) == 1
+    assert index._store.count(index.collection) == 0
+
+
+def test_each_file_is_looked_at_once(docs: Path, index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    import docvec._render as render
+    import docvec._sources as sources
+
+    sniffed: list[str] = []
+    detect_kind = render.detect_kind
+
+    def counting(path: Path) -> object:
+        sniffed.append(Path(path).name)
+        return detect_kind(path)
+
+    monkeypatch.setattr(sources, "detect_kind", counting)
+    monkeypatch.setattr(render, "detect_kind", counting)
+    report = index.add([docs / "pysamples__pdflatex-4-pages.pdf", docs / "pysamples__smile.png"])
+    assert report.documents_indexed == 2
+    assert sorted(sniffed) == ["pysamples__pdflatex-4-pages.pdf", "pysamples__smile.png"]
 
 
 def test_discover_handles_globs_and_missing_paths(docs: Path) -> None:
@@ -217,12 +242,10 @@ def _env(settings: Settings, data: Path) -> dict[str, str]:
 
 
 def _snapshot(data: Path, settings: Settings) -> dict[str, dict[str, object]]:
-    s = settings.model_copy(update={"data_dir": data})
-    from docvec.pipeline import open_settings_store
-
-    with open_settings_store(s) as store:
+    with Index.open(settings, data_dir=data) as index:
         return {
-            pid: {k: v for k, v in p.items() if k != "ingested_at"} for pid, p in store.scroll(s.collection)
+            pid: {k: v for k, v in p.items() if k != "ingested_at"}
+            for pid, p in index._store.scroll(index.collection)
         }
 
 
@@ -286,7 +309,7 @@ def test_cli_json_summary_and_exit_code(docs: Path, settings: Settings) -> None:
     assert r.exit_code == 2 and "key=value" in r.output
 
 
-def test_second_process_gets_a_clear_message(settings: Settings, indexer: Indexer, docs: Path) -> None:
+def test_second_process_gets_a_clear_message(settings: Settings, index: Index, docs: Path) -> None:
     """While one process owns the embedded store, another is told who and what to do."""
     r = subprocess.run(
         [str(Path(sys.executable).with_name("docvec")), "ingest", str(docs / "pysamples__smile.png")],

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from docvec import ModelFiles
-from docvec.convert import convert_checkpoint
-from docvec.toolchain import LlamaCppSource
+from docvec._convert import convert_checkpoint
+from docvec._toolchain import LlamaCppSource
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from docvec.errors import ConfigError, InputError, ModelNotFoundError
-from docvec.reference import IMAGE_PROMPT, ReferenceEmbedder
+from docvec import ConfigError, InputError, ModelNotFoundError
+
+from .reference import IMAGE_PROMPT, ReferenceEmbedder
 
 VISION_START, VISION_END, IMAGE_PAD = 151652, 151653, 151655
 

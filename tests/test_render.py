@@ -16,21 +16,22 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from docvec.errors import ConfigError, DocvecError
-from docvec.render import (
-    DEFAULT_TARGET_PIXELS,
+from docvec import ConfigError, DocvecError, InputError, RenderError, RendererStateError
+from docvec._profiles import JINA_V4
+from docvec._render import (
     DocumentInfo,
     PageFailure,
     RenderedPage,
     Renderer,
-    RenderError,
     detect_kind,
 )
 
 from .conftest import BOOK_PAGES
 from .documents import CORPUS_ENV, DOCUMENTS, extended_corpus, manifest_rows
 
-MAX_PIXELS = 4 * DEFAULT_TARGET_PIXELS
+#: the page budget pages are rendered near: jina-embeddings-v4's image area bound
+TARGET_PIXELS = JINA_V4.max_pixels
+MAX_PIXELS = 4 * TARGET_PIXELS
 # Pages PDFium cannot load or render in files that otherwise open (from the manifest's notes).
 FAILING_PAGES = {"pdfium__bad_page_type.pdf": {2}, "pdfium__cropped_no_overlap.pdf": {1}}
 
@@ -50,7 +51,7 @@ def _manifest_params() -> list[object]:
 
 @pytest.fixture(scope="module")
 def renderer() -> Iterator[Renderer]:
-    with Renderer() as r:
+    with Renderer(target_pixels=TARGET_PIXELS) as r:
         yield r
 
 
@@ -117,7 +118,7 @@ def test_manifest_row(folder: Path, row: dict[str, str], renderer: Renderer) -> 
             assert page.size_pt is not None
             w_pt, h_pt = page.size_pt
             # Near the pixel budget whatever the page size: pixels per point = sqrt(target / area).
-            scale = math.sqrt(DEFAULT_TARGET_PIXELS / (w_pt * h_pt))
+            scale = math.sqrt(TARGET_PIXELS / (w_pt * h_pt))
             assert page.image.size == (math.ceil(w_pt * scale), math.ceil(h_pt * scale))
     else:
         pytest.fail(f"manifest row with an expectation this test does not know: {row}")
@@ -175,7 +176,7 @@ def test_first_page_argument(documents: Path, renderer: Renderer) -> None:
     path = documents / "pysamples__pdflatex-4-pages.pdf"
     assert [p.number for p in renderer.pages(path, first=3)] == [3, 4]
     assert list(renderer.pages(path, first=5)) == []
-    with pytest.raises(ValueError, match="1-based"):
+    with pytest.raises(InputError, match="1-based"):
         next(renderer.pages(path, first=0))
 
 
@@ -248,7 +249,7 @@ def test_absurd_page_sizes_stay_within_the_cap(tmp_path: Path, renderer: Rendere
     # Normal aspect ratios land near the budget, tiny or huge.
     for page in (pages[0], pages[2], pages[3]):
         assert isinstance(page, RenderedPage)
-        assert 0.99 * DEFAULT_TARGET_PIXELS <= page.image.width * page.image.height <= MAX_PIXELS
+        assert 0.99 * TARGET_PIXELS <= page.image.width * page.image.height <= MAX_PIXELS
 
 
 def test_page_scale_never_crosses_the_cap() -> None:
@@ -334,19 +335,44 @@ def test_large_image_is_downscaled_within_the_cap(tmp_path: Path, renderer: Rend
     assert page.image.width / page.image.height == pytest.approx(1.5, rel=0.01)
 
 
-def test_image_too_large_to_decode_is_a_page_failure(tmp_path: Path, renderer: Renderer) -> None:
+def _png_header_only(path: Path, width: int, height: int) -> Path:
+    """A PNG that declares ``width`` x ``height`` pixels and holds none: a decompression bomb's header."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    # A PNG whose header claims 30000 x 30000 pixels (2.7 GB decoded): refused before decoding.
-    ihdr = struct.pack(">IIBBBBB", 30_000, 30_000, 8, 2, 0, 0, 0)
-    path = tmp_path / "bomb.png"
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     path.write_bytes(
         b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
     )
+    return path
+
+
+def test_image_too_large_to_decode_is_a_page_failure(tmp_path: Path, renderer: Renderer) -> None:
+    # A PNG whose header claims 30000 x 30000 pixels (2.7 GB decoded): refused before decoding.
+    path = _png_header_only(tmp_path / "bomb.png", 30_000, 30_000)
     assert renderer.open(path).page_count == 1
     (page,) = collect(renderer, path)
     assert isinstance(page, PageFailure) and "too large to decode" in page.reason
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+def test_one_source_size_limit_for_the_workers_and_the_embedder(tmp_path: Path, renderer: Renderer) -> None:
+    from docvec._images import MAX_SOURCE_PIXELS, load_image
+
+    width = 16_384
+    over = _png_header_only(tmp_path / "over.png", width, MAX_SOURCE_PIXELS // width + 1)
+    (page,) = collect(renderer, over)
+    assert isinstance(page, PageFailure)
+    with pytest.raises(InputError) as info:
+        load_image(over)
+    assert info.value.reason == page.reason and "too large to decode" in page.reason
+    # at the limit, both go on to decode it (and find no pixel data)
+    at = _png_header_only(tmp_path / "at.png", width, MAX_SOURCE_PIXELS // width)
+    (page,) = collect(renderer, at)
+    assert isinstance(page, PageFailure) and "too large" not in page.reason
+    with pytest.raises(InputError, match="cannot decode image"):
+        load_image(at)
 
 
 def test_unreadable_image_fails_the_document(tmp_path: Path, renderer: Renderer) -> None:
@@ -385,7 +411,7 @@ def test_early_close_leaves_the_worker_usable(documents: Path, renderer: Rendere
 def test_one_document_at_a_time(documents: Path, renderer: Renderer, book: Path) -> None:
     it = renderer.pages(book)
     next(it)
-    with pytest.raises(RuntimeError, match="already rendering"):
+    with pytest.raises(RendererStateError, match="already rendering"):
         renderer.open(documents / "pysamples__minimal-document.pdf")
     it.close()
     assert renderer.open(documents / "pysamples__minimal-document.pdf").page_count == 1
@@ -393,7 +419,7 @@ def test_one_document_at_a_time(documents: Path, renderer: Renderer, book: Path)
 
 def test_two_workers_keep_page_order_and_pixels(documents: Path, renderer: Renderer, book: Path) -> None:
     path = book
-    with Renderer(workers=2) as two:
+    with Renderer(target_pixels=TARGET_PIXELS, workers=2) as two:
         pages = rendered(collect(two, path))
         assert len(two.worker_pids) == 2
         assert [p.number for p in pages] == list(range(1, BOOK_PAGES + 1))
@@ -406,7 +432,7 @@ def test_two_workers_keep_page_order_and_pixels(documents: Path, renderer: Rende
 
 
 def test_time_limit_replaces_the_worker(documents: Path, book: Path) -> None:
-    with Renderer(timeout_s=0.001) as r:
+    with Renderer(target_pixels=TARGET_PIXELS, timeout_s=0.001) as r:
         with pytest.raises(RenderError, match=r"timed out after 0\.001 s") as info:
             collect(r, book)
         assert str(book) in str(info.value)
@@ -422,7 +448,7 @@ def test_time_limit_replaces_the_worker(documents: Path, book: Path) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
 def test_killed_worker_fails_the_document_only(documents: Path, sig: signal.Signals, book: Path) -> None:
-    with Renderer() as r:
+    with Renderer(target_pixels=TARGET_PIXELS) as r:
         it = r.pages(book)
         assert next(it).number == 1
         (pid,) = r.worker_pids
@@ -437,18 +463,18 @@ def test_killed_worker_fails_the_document_only(documents: Path, sig: signal.Sign
 
 def test_settings_are_checked() -> None:
     with pytest.raises(ConfigError):
-        Renderer(workers=0)
+        Renderer(target_pixels=TARGET_PIXELS, workers=0)
     with pytest.raises(ConfigError):
         Renderer(target_pixels=1000, max_pixels=999)
     with pytest.raises(ConfigError):
-        Renderer(timeout_s=0)
+        Renderer(target_pixels=TARGET_PIXELS, timeout_s=0)
 
 
 def test_closed_renderer_refuses_work(documents: Path) -> None:
-    r = Renderer()
+    r = Renderer(target_pixels=TARGET_PIXELS)
     r.close()
     r.close()
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(RendererStateError, match="closed"):
         r.open(documents / "pysamples__minimal-document.pdf")
 
 
@@ -505,7 +531,7 @@ def test_the_consumers_time_is_not_charged(tmp_path: Path) -> None:
     # The time limit is for rendering: a consumer slower than the renderer never runs out of it, even
     # when the document takes longer than the limit from first page to last.
     path = slow_pdf(tmp_path / "slow.pdf", pages=5)
-    with Renderer(timeout_s=2.0) as r:
+    with Renderer(target_pixels=TARGET_PIXELS, timeout_s=2.0) as r:
         for page in r.pages(path):
             assert isinstance(page, RenderedPage)
             time.sleep(0.5)

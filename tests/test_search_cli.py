@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from docvec import Embedder, EmbedSettings, ModelFiles
-from docvec.cli import app
-from docvec.config import RenderSettings, Settings
-from docvec.errors import InputError
-from docvec.pipeline import open_indexer, open_settings_store
-from docvec.search import SearchFilter, search
+from docvec import (
+    Embedder,
+    EmbedSettings,
+    Index,
+    InputError,
+    ModelFiles,
+    RenderSettings,
+    SearchFilter,
+    Settings,
+)
+from docvec._cli import app
 
 from .conftest import page_image
 
@@ -48,24 +53,28 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path, small: Emb
         (root / "docs" / folder).mkdir(parents=True)
         for seed in seeds:
             page_image(200 + 10 * seed, 280, seed=seed).save(root / "docs" / folder / f"p{seed}.png")
-        with open_indexer(s, embedder=small) as ix:
-            assert ix.ingest([root / "docs" / folder], tags=tags).pages_indexed == len(seeds)
+        with Index.open(s, embedder=small) as ix:
+            assert ix.add([root / "docs" / folder], tags=tags).pages_indexed == len(seeds)
     # a folder whose name extends another's: a prefix must match it, a doc_id/tag filter must not
     (root / "docs" / "legalese").mkdir()
     page_image(260, 280, seed=6).save(root / "docs" / "legalese" / "p6.png")
-    with open_indexer(s, embedder=small) as ix:
-        ix.ingest([root / "docs" / "legalese"])
+    with Index.open(s, embedder=small) as ix:
+        ix.add([root / "docs" / "legalese"])
     return s
 
 
 def test_parse_filters() -> None:
-    f = SearchFilter.parse(["doc_id=abc", "source=/x/y", "team = legal", "year=2024"])
-    assert f == SearchFilter(doc_id="abc", source_prefix="/x/y", tags=("team=legal", "year=2024"))
+    doc = "0123456789abcdef" * 2
+    f = SearchFilter.parse([f"doc_id={doc}", "source=/x/y", "team = legal", "year=2024"])
+    assert f == SearchFilter(doc_id=doc, source_prefix="/x/y", tags={"team": "legal", "year": "2024"})
+    assert f.tag_list == ("team=legal", "year=2024")
     assert SearchFilter.parse([]).is_empty
+    with pytest.raises(InputError, match="filter doc_id: String should match pattern"):
+        SearchFilter.parse(["doc_id=not-an-id"])
     # stored sources are absolute: a relative prefix is made absolute, keeping a trailing separator
     assert SearchFilter.parse(["source=docs/"]).source_prefix == str(Path.cwd() / "docs") + os.sep
     assert SearchFilter.parse(["source=~/p"]).source_prefix == str(Path.home() / "p")
-    for bad in (["team"], ["=x"], ["team="], ["doc_id=a", "doc_id=b"]):
+    for bad in (["team"], ["=x"], ["team="], ["doc_id=a", "doc_id=b"], ["team=a", "team=b"]):
         with pytest.raises(InputError):
             SearchFilter.parse(bad)
 
@@ -76,26 +85,26 @@ def _names(hits: list[object]) -> set[str]:
 
 def test_filters_narrow_the_results(indexed: Settings, small: Embedder) -> None:
     docs = indexed.data_dir.parent / "docs"
-    with open_settings_store(indexed) as store:
-        run = lambda flt: search(small, store, "docvec", "invoice total", k=10, flt=flt)  # noqa: E731
+    with Index.open(indexed, embedder=small) as index:
+        run = lambda flt: index.search("invoice total", 10, flt)  # noqa: E731
         everything = run(None)
         assert len(everything) == 6 and [h.score for h in everything] == sorted(
             (h.score for h in everything), reverse=True
         )
-        assert _names(run(SearchFilter(tags=("team=ops",)))) == {"p3.png", "p4.png", "p5.png"}
-        assert _names(run(SearchFilter(tags=("team=legal", "year=2024")))) == {"p1.png", "p2.png"}
-        assert run(SearchFilter(tags=("team=ops", "year=2024"))) == []  # all tags must hold
+        assert _names(run(SearchFilter(tags={"team": "ops"}))) == {"p3.png", "p4.png", "p5.png"}
+        assert _names(run(SearchFilter(tags={"team": "legal", "year": "2024"}))) == {"p1.png", "p2.png"}
+        assert run(SearchFilter(tags={"team": "ops", "year": "2024"})) == []  # all tags must hold
         assert _names(run(SearchFilter(source_prefix=str(docs / "legal")))) == {"p1.png", "p2.png", "p6.png"}
         assert _names(run(SearchFilter(source_prefix=str(docs / "legal") + "/"))) == {"p1.png", "p2.png"}
         assert run(SearchFilter(source_prefix="/nowhere")) == []
         one = everything[3]
         assert [h.doc_id for h in run(SearchFilter(doc_id=one.doc_id))] == [one.doc_id]
-        both = SearchFilter(doc_id=one.doc_id, tags=("team=ops", "year=2024"))
+        both = SearchFilter(doc_id=one.doc_id, tags={"team": "ops", "year": "2024"})
         assert run(both) == []
         with pytest.raises(InputError):
-            search(small, store, "docvec", "   ", k=3)
+            index.search("   ", 3)
         with pytest.raises(InputError):
-            search(small, store, "docvec", "x", k=101)
+            index.search("x", 101)
 
 
 def _env(s: Settings) -> dict[str, str]:
@@ -120,8 +129,8 @@ def test_cli_search_table_and_json(indexed: Settings) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["search", "x", "-k", "0"], "-k must be between 1 and 100"),
-        (["search", "x", "-k", "101"], "-k must be between 1 and 100"),
+        (["search", "x", "-k", "0"], "k must be between 1 and 100, not 0"),
+        (["search", "x", "-k", "101"], "k must be between 1 and 100, not 101"),
         (["search", "  "], "the query is empty"),
         (["search", "x", "--filter", "nokey"], "is not of the form key=value"),
     ],

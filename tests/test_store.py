@@ -1,5 +1,5 @@
-"""The store contract, run against both backends: the embedded qdrant-edge store (EdgeStore) and
-qdrant-client (RemoteStore) in its local mode, which runs the same client code as against a server.
+"""The store contract, run against both backends: the embedded qdrant-edge store (EdgeBackend) and
+qdrant-client (RemoteBackend) in its local mode, which runs the same client code as against a server.
 Then what only one backend has: the embedded store's process lock and crash safety, the remote store's
 retries and error translation."""
 
@@ -22,40 +22,41 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-import docvec.store as store_pkg
-from docvec.errors import DocvecError
-from docvec.store import (
-    CollectionNotFoundError,
-    EdgeStore,
+import docvec._store as store_pkg
+from docvec import CollectionNotFoundError, DocvecError, StoreBusyError, StoreError, StoreUnavailableError
+from docvec._store import (
+    LAYOUT,
+    EdgeBackend,
     Filter,
-    Hit,
     Point,
-    RemoteStore,
-    StoreBusyError,
-    StoreError,
-    StoreUnavailableError,
-    VectorStore,
+    RemoteBackend,
+    ScoredPoint,
+    Store,
     open_store,
     point_id,
 )
-from docvec.store.base import DATATYPE
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ["edge", "remote"]
-# New collections store vectors as float16 (docvec.store.DATATYPE): a vector comes back as its unit vector
+# New collections store vectors as float16 (docvec._store.LAYOUT): a vector comes back as its unit vector
 # rounded to 11 significant bits, so each component within 2**-12 of it, and a cosine score within
 # 2**-11. qdrant-client's local mode ignores the datatype and keeps float32, which is inside both bounds.
 STORED_ATOL = 2**-12
 SCORE_ATOL = 2**-11
 
-Opener = Callable[..., VectorStore]
+Opener = Callable[..., Store]
 
 
-def _open(backend: str, where: Path, *, persistent: bool = False) -> VectorStore:
+def _remote(url: str | None = None, **options: Any) -> Store:
+    """A store on the server backend: a URL, ``":memory:"``, or local mode at ``path=``."""
+    return Store(RemoteBackend(url, **options))
+
+
+def _open(backend: str, where: Path, *, persistent: bool = False) -> Store:
     if backend == "edge":
-        return EdgeStore(where / "edge")
+        return Store(EdgeBackend(where / "edge"))
     # qdrant-client's path= mode writes to disk after every point: keep it for the tests that reopen.
-    return RemoteStore(path=where / "qlocal") if persistent else RemoteStore(":memory:")
+    return Store(RemoteBackend(path=where / "qlocal") if persistent else RemoteBackend(":memory:"))
 
 
 @pytest.fixture(params=BACKENDS)
@@ -66,9 +67,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def opener(backend: str, tmp_path: Path) -> Iterator[Opener]:
     """Opens a store of the backend under test, always at the same place; closes what it opened."""
-    opened: list[VectorStore] = []
+    opened: list[Store] = []
 
-    def open_(*, persistent: bool = False) -> VectorStore:
+    def open_(*, persistent: bool = False) -> Store:
         s = _open(backend, tmp_path, persistent=persistent)
         opened.append(s)
         return s
@@ -79,7 +80,7 @@ def opener(backend: str, tmp_path: Path) -> Iterator[Opener]:
 
 
 @pytest.fixture
-def store(opener: Opener) -> VectorStore:
+def store(opener: Opener) -> Store:
     return opener()
 
 
@@ -108,10 +109,10 @@ def _corpus(n: int, dim: int, seed: int = 0) -> tuple[list[Point], np.ndarray]:
     return points, vecs
 
 
-def _as_scored(store: VectorStore, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+def _as_scored(store: Store, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """A unit query as the store scores it: where vectors are stored as float16 (the embedded store),
     Qdrant rounds the query to float16 as well."""
-    return query.astype(np.float16).astype(np.float32) if isinstance(store, EdgeStore) else query
+    return query.astype(np.float16).astype(np.float32) if isinstance(store.backend, EdgeBackend) else query
 
 
 def _matches(payload: dict[str, Any], flt: Filter) -> bool:
@@ -137,7 +138,7 @@ FILTERS = [
 # -- the contract -------------------------------------------------------------------------------------
 
 
-def test_create_collections_and_dims(store: VectorStore) -> None:
+def test_create_collections_and_dims(store: Store) -> None:
     assert store.collections() == []
     store.ensure_collection("pages", 8)
     store.ensure_collection("pages", 8)  # idempotent
@@ -168,7 +169,7 @@ def test_wrong_dim_on_reopen(opener: Opener) -> None:
     s.ensure_collection("pages", 8)
 
 
-def test_upsert_overwrites_same_id(store: VectorStore) -> None:
+def test_upsert_overwrites_same_id(store: Store) -> None:
     store.ensure_collection("c", 4)
     pid = point_id("doc-a", 1)
     store.upsert("c", [Point(pid, np.array([1, 0, 0, 0], np.float32), {"doc_id": "a", "v": 1})])
@@ -181,7 +182,7 @@ def test_upsert_overwrites_same_id(store: VectorStore) -> None:
     np.testing.assert_allclose(p.vector, [0, 0.6, 0, 0.8], atol=STORED_ATOL)
 
 
-def test_ids_are_canonical_uuids(store: VectorStore) -> None:
+def test_ids_are_canonical_uuids(store: Store) -> None:
     store.ensure_collection("c", 2)
     upper = str(uuid.uuid4()).upper()
     store.upsert("c", [Point(upper, np.ones(2, np.float32), {})])
@@ -192,7 +193,7 @@ def test_ids_are_canonical_uuids(store: VectorStore) -> None:
     assert point_id("a", "bc") != point_id("ab", "c")
 
 
-def test_bad_points_write_nothing(store: VectorStore) -> None:
+def test_bad_points_write_nothing(store: Store) -> None:
     store.ensure_collection("c", 4)
     good = Point(point_id(1), np.ones(4, np.float32), {})
     bad = Point(point_id(2), np.ones(5, np.float32), {})
@@ -209,7 +210,7 @@ def test_bad_points_write_nothing(store: VectorStore) -> None:
         store.search("c", np.ones(4), 0)
 
 
-def test_scroll_and_count_with_filters(store: VectorStore) -> None:
+def test_scroll_and_count_with_filters(store: Store) -> None:
     points, _ = _corpus(60, 8)
     store.ensure_collection("c", 8)
     store.upsert("c", points)
@@ -233,7 +234,7 @@ def test_scroll_and_count_with_filters(store: VectorStore) -> None:
         np.testing.assert_allclose(p.vector, _unit(originals[p.id].vector), atol=STORED_ATOL)
 
 
-def test_facet_counts_each_indexed_value(store: VectorStore) -> None:
+def test_facet_counts_each_indexed_value(store: Store) -> None:
     points, _ = _corpus(60, 8)
     store.ensure_collection("c", 8)
     assert store.facet("c", "doc_id") == {}
@@ -258,7 +259,7 @@ def test_facet_counts_each_indexed_value(store: VectorStore) -> None:
         store.facet("nope", "doc_id")
 
 
-def test_delete_and_delete_where(store: VectorStore) -> None:
+def test_delete_and_delete_where(store: Store) -> None:
     points, _ = _corpus(50, 8)
     store.ensure_collection("c", 8)
     store.upsert("c", points)
@@ -276,7 +277,7 @@ def test_delete_and_delete_where(store: VectorStore) -> None:
         store.delete("c", points[5].id)
 
 
-def test_search_matches_brute_force(store: VectorStore) -> None:
+def test_search_matches_brute_force(store: Store) -> None:
     points, vecs = _corpus(500, 128, seed=1)
     store.ensure_collection("c", 128)
     store.upsert("c", points)
@@ -287,13 +288,13 @@ def test_search_matches_brute_force(store: VectorStore) -> None:
     unit = np.stack([stored[i] for i in ids])
     original = _unit(vecs)
     half = np.array_equal(unit, unit.astype(np.float16).astype(np.float32))
-    assert half == (isinstance(store, EdgeStore))
+    assert half == (isinstance(store.backend, EdgeBackend))
     queries = np.random.default_rng(2).standard_normal((8, 128)).astype(np.float32)
     for q in queries:
         scores = unit @ _as_scored(store, _unit(q))
         order = np.argsort(-scores)[:10]
         hits = store.search("c", q, 10)
-        assert all(isinstance(h, Hit) for h in hits)
+        assert all(isinstance(h, ScoredPoint) for h in hits)
         assert [h.id for h in hits] == list(ids[order])
         np.testing.assert_allclose([h.score for h in hits], scores[order], atol=1e-5)
         np.testing.assert_allclose([h.score for h in hits], (original @ _unit(q))[order], atol=SCORE_ATOL)
@@ -312,16 +313,16 @@ def test_search_matches_brute_force(store: VectorStore) -> None:
     assert len(store.search("c", queries[0], 500, Filter(doc_ids=("d1",)))) == 100
 
 
-def test_search_after_optimize_is_rescored_and_filtered(store: VectorStore) -> None:
+def test_search_after_optimize_is_rescored_and_filtered(store: Store) -> None:
     # 1200 x 1024-d is 2.4 MB of float16: over the threshold at which optimize() quantizes a segment
     points, _ = _corpus(1200, 1024, seed=7)
     store.ensure_collection("c", 1024)
     store.upsert("c", points)
     changed = store.optimize("c")
-    assert changed == isinstance(store, EdgeStore)  # a server (or local mode) has nothing to do
-    if isinstance(store, EdgeStore):
+    assert changed == isinstance(store.backend, EdgeBackend)  # a server (or local mode) has nothing to do
+    if isinstance(store.backend, EdgeBackend):
         assert store.optimize("c") is False  # and once done, nothing is left to do
-        shard, _ = store._get("c")
+        shard = store.backend._shard("c")  # type: ignore[attr-defined]
         assert shard.info().indexed_vectors_count == 1200  # searches now scan the int8 copy
     stored = {p.id: p.vector for p in store.scroll("c", with_vectors=True)}
     ids = np.array([p.id for p in points])
@@ -370,7 +371,7 @@ def test_persistence_across_reopen(opener: Opener) -> None:
     s.ensure_collection("c", 16)
 
 
-def test_batched_upsert_of_1000_points(store: VectorStore) -> None:
+def test_batched_upsert_of_1000_points(store: Store) -> None:
     points, _ = _corpus(1000, 32, seed=4)
     store.ensure_collection("c", 32)
     store.upsert("c", points)
@@ -404,15 +405,15 @@ def test_filter_normalises_its_fields() -> None:
 
 def test_open_store_picks_the_backend(tmp_path: Path) -> None:
     with open_store(path=tmp_path / "s") as s:
-        assert isinstance(s, EdgeStore)
+        assert isinstance(s.backend, EdgeBackend)
     with open_store(url=":memory:") as s:
-        assert isinstance(s, RemoteStore)
+        assert isinstance(s.backend, RemoteBackend)
     with pytest.raises(StoreError, match="no store configured"):
         open_store()
 
 
 def test_public_names() -> None:
-    assert store_pkg.__all__ == sorted(store_pkg.__all__)
+    assert len(set(store_pkg.__all__)) == len(store_pkg.__all__)
     for name in store_pkg.__all__:
         assert getattr(store_pkg, name) is not None
     assert issubclass(StoreError, DocvecError)
@@ -421,14 +422,20 @@ def test_public_names() -> None:
 
 
 def test_missing_backend_package_gives_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import docvec.store.edge as edge
-    import docvec.store.remote as remote
-
-    monkeypatch.setattr(edge, "_IMPORT_ERROR", ImportError("No module named 'qdrant_edge'"))
-    with pytest.raises(StoreError, match="pip install qdrant-edge-py"):
+    # as on a machine without the packages: importing them fails, and the backend modules load afresh
+    for package, module in (
+        ("qdrant_edge", "docvec._store._edge"),
+        ("qdrant_client", "docvec._store._remote"),
+    ):
+        monkeypatch.setitem(sys.modules, package, None)
+        monkeypatch.delitem(sys.modules, module)
+    with pytest.raises(
+        StoreError, match=r"the embedded store needs the qdrant_edge package: pip install qdrant-edge-py"
+    ):
         open_store(path=tmp_path)
-    monkeypatch.setattr(remote, "_IMPORT_ERROR", ImportError("No module named 'qdrant_client'"))
-    with pytest.raises(StoreError, match=r"pip install 'docvec\[server\]'"):
+    with pytest.raises(
+        StoreError, match=r"a Qdrant server needs the qdrant_client package: pip install 'docvec\[server\]'"
+    ):
         open_store(url="http://localhost:6333")
 
 
@@ -448,7 +455,7 @@ def test_remote_user_never_imports_qdrant_edge() -> None:
     proc = _run_python(
         """
         import json, sys
-        from docvec.store import open_store
+        from docvec._store import open_store
         s = open_store(url="http://127.0.0.1:9")
         s.close()
         print(json.dumps({m: m in sys.modules for m in ("qdrant_edge", "qdrant_client")}))
@@ -462,12 +469,13 @@ def test_remote_user_never_imports_qdrant_edge() -> None:
 
 
 def test_edge_second_process_is_told_who_holds_the_store(tmp_path: Path) -> None:
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 4)
         proc = _run_python(
             f"""
             import json, sys
-            from docvec.store import open_store, StoreBusyError
+            from docvec import StoreBusyError
+            from docvec._store import open_store
             try:
                 open_store(path={str(tmp_path)!r})
             except StoreBusyError as exc:
@@ -486,22 +494,22 @@ def test_edge_second_process_is_told_who_holds_the_store(tmp_path: Path) -> None
         assert report["qdrant_client"] is False  # an embedded user never imports qdrant-client
         # a second handle in this process is refused the same way
         with pytest.raises(StoreBusyError, match="this process"):
-            EdgeStore(tmp_path)
+            open_store(path=tmp_path)
         assert s.count("c") == 0  # and the first one still works
     # once closed, the folder can be opened again, and the owner record is gone
     assert not (tmp_path / ".owner.json").exists()
-    EdgeStore(tmp_path).close()
+    open_store(path=tmp_path).close()
 
 
 def test_edge_translates_wal_wouldblock(tmp_path: Path) -> None:
     import qdrant_edge
 
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 4)
     # Something outside docvec holds the shard's WAL; docvec's folder lock is free.
     holder = qdrant_edge.EdgeShard.load(str(tmp_path / "c" / "shard"))
     try:
-        with EdgeStore(tmp_path) as s, pytest.raises(StoreBusyError, match="docvec serve"):
+        with open_store(path=tmp_path) as s, pytest.raises(StoreBusyError, match="docvec serve"):
             s.count("c")
     finally:
         holder.close()
@@ -513,8 +521,8 @@ def test_edge_unflushed_write_survives_a_crash(tmp_path: Path) -> None:
         f"""
         import os
         import numpy as np
-        from docvec.store import EdgeStore, Point
-        s = EdgeStore({str(tmp_path)!r})
+        from docvec._store import Point, open_store
+        s = open_store(path={str(tmp_path)!r})
         s.ensure_collection("c", 4)
         s.upsert("c", [Point({pid!r}, np.array([1, 2, 3, 4], np.float32), {{"doc_id": "crash"}})])
         print("written", flush=True)
@@ -523,7 +531,7 @@ def test_edge_unflushed_write_survives_a_crash(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0 and "written" in proc.stdout, proc.stderr
     assert (tmp_path / ".owner.json").exists()  # the dead process's record is left behind...
-    with EdgeStore(tmp_path) as s:  # ...and does not stop a new owner: the lock died with it
+    with open_store(path=tmp_path) as s:  # ...and does not stop a new owner: the lock died with it
         assert s.count("c") == 1
         assert list(s.scroll("c")) == [(pid, {"doc_id": "crash"})]
         assert s.search("c", np.array([1, 2, 3, 4]), 1)[0].id == pid
@@ -532,11 +540,11 @@ def test_edge_unflushed_write_survives_a_crash(tmp_path: Path) -> None:
 
 def test_edge_reopens_fast(tmp_path: Path) -> None:
     points, vecs = _corpus(3000, 256, seed=5)
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 256)
         s.upsert("c", points)
     start = time.perf_counter()
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         assert s.count("c") == 3000
         assert s.search("c", vecs[7], 1)[0].id == points[7].id
         elapsed = time.perf_counter() - start
@@ -546,11 +554,11 @@ def test_edge_reopens_fast(tmp_path: Path) -> None:
 
 def test_edge_finishes_an_interrupted_creation(tmp_path: Path) -> None:
     points, _ = _corpus(10, 4)
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 4)
         s.upsert("c", points)
     (tmp_path / "c" / "docvec.json").unlink()  # as if the process died before the last step
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         assert s.collections() == []
         with pytest.raises(StoreError, match="vector size"):
             s.ensure_collection("c", 8)  # qdrant-edge checks the dim against the segments
@@ -559,10 +567,10 @@ def test_edge_finishes_an_interrupted_creation(tmp_path: Path) -> None:
 
 
 def test_edge_collection_layout_is_tuned_for_search(tmp_path: Path) -> None:
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 4)
     meta = json.loads((tmp_path / "c" / "docvec.json").read_text())
-    assert meta["datatype"] == DATATYPE == "float16"
+    assert meta["datatype"] == LAYOUT.datatype == "float16"
     # what qdrant-edge persisted, and so what every later load of the shard runs with
     config = json.loads((tmp_path / "c" / "shard" / "edge_config.json").read_text())
     assert config["vectors"]["page"]["datatype"] == "float16"
@@ -576,12 +584,12 @@ def test_edge_collection_layout_is_tuned_for_search(tmp_path: Path) -> None:
 
 def test_edge_optimized_collection_reopens_with_the_same_answers(tmp_path: Path) -> None:
     points, vecs = _corpus(1200, 1024, seed=9)
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 1024)
         s.upsert("c", points)
         assert s.optimize("c") is True
         before = [s.search("c", v, 5) for v in vecs[:5]]
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         after = [s.search("c", v, 5) for v in vecs[:5]]
         assert s.count("c") == 1200
     assert [[h.id for h in r] for r in after] == [[h.id for h in r] for r in before]
@@ -600,10 +608,10 @@ def test_edge_opens_float32_collections_of_earlier_versions(tmp_path: Path) -> N
     meta = {"format": 1, "vector": "page", "dim": 8, "distance": "cosine"}
     (tmp_path / "old" / "docvec.json").write_text(json.dumps(meta))
     points, vecs = _corpus(20, 8, seed=6)
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         s.ensure_collection("old", 8)
         s.upsert("old", points)
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         assert s.search("old", vecs[3], 1)[0].id == points[3].id
         stored = {p.id: p.vector for p in s.scroll("old", with_vectors=True)}
         # its optimizer would build an HNSW graph (minutes for a large collection): left alone
@@ -617,7 +625,7 @@ def test_edge_opens_float32_collections_of_earlier_versions(tmp_path: Path) -> N
 
 
 def test_edge_foreign_errors_are_store_errors(tmp_path: Path) -> None:
-    with EdgeStore(tmp_path) as s:
+    with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 2)
         with pytest.raises(StoreError, match=r"collection 'c': upsert failed"):
             s.upsert("c", [Point(point_id(1), np.ones(2, np.float32), {"bad": object()})])
@@ -637,7 +645,7 @@ def test_remote_retries_then_reports_unavailable(caplog: pytest.LogCaptureFixtur
     start = time.perf_counter()
     with (
         caplog.at_level(logging.WARNING, logger="docvec"),
-        RemoteStore(url, retries=4, backoff=0.05, timeout=2) as s,
+        _remote(url, retries=4, backoff=0.05, timeout=2) as s,
         pytest.raises(StoreUnavailableError) as info,
     ):
         s.ensure_collection("c", 4)
@@ -674,9 +682,9 @@ def test_remote_error_translation(monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx
     from qdrant_client.http.exceptions import ResponseHandlingException
 
-    s = RemoteStore(":memory:", retries=3, backoff=0.001)
+    s = _remote(":memory:", retries=3, backoff=0.001)
     s.ensure_collection("c", 4)
-    client = s._client
+    client = s.backend._client
 
     # transient errors are retried, and the call then succeeds
     flaky = _Flaky(
@@ -737,9 +745,9 @@ class _Recorder:
 def test_remote_asks_a_server_for_float16_and_a_rescored_int8_copy() -> None:
     from qdrant_client import models
 
-    s = RemoteStore(f"http://127.0.0.1:{_closed_port()}")  # nothing is sent there: the client is replaced
+    s = _remote(f"http://127.0.0.1:{_closed_port()}")  # nothing is sent there: the client is replaced
     recorder = _Recorder()
-    s._client = recorder  # type: ignore[assignment]
+    s.backend._client = recorder  # type: ignore[assignment]
     s.ensure_collection("c", 4)
     params = recorder.calls["create_collection"]["vectors_config"]["page"]
     assert params.datatype == models.Datatype.FLOAT16 and params.distance == models.Distance.COSINE
@@ -755,5 +763,5 @@ def test_remote_asks_a_server_for_float16_and_a_rescored_int8_copy() -> None:
 
 
 def test_remote_local_folder_is_single_client(tmp_path: Path) -> None:
-    with RemoteStore(path=tmp_path), pytest.raises(StoreBusyError):
-        RemoteStore(path=tmp_path)
+    with _remote(path=tmp_path), pytest.raises(StoreBusyError):
+        _remote(path=tmp_path)

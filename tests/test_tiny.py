@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from docvec.errors import ConfigError
-from docvec.tiny import ADDED_TOKENS, IMAGE_MEAN, IMAGE_STD, VOCAB_SIZE, ModelGeometry, build_checkpoint
-from docvec.toolchain import LlamaCppSource
+from docvec import ConfigError
+from docvec._tiny_checkpoint import (
+    ADDED_TOKENS,
+    IMAGE_MEAN,
+    IMAGE_STD,
+    VOCAB_SIZE,
+    ModelGeometry,
+    build_checkpoint,
+)
+from docvec._toolchain import LlamaCppSource
 
 SEP = "\n__ggml_vocab_test__\n"
 

@@ -17,9 +17,8 @@ from urllib.parse import urlencode
 import pytest
 import uvicorn
 
+from docvec import EmbedSettings, Index, RenderSettings, Settings
 from docvec.api import create_app
-from docvec.config import EmbedSettings, RenderSettings, Settings
-from docvec.pipeline import open_indexer
 
 from .test_api import SMALL, _free_port
 
@@ -41,10 +40,8 @@ def server(documents: Path, tiny_dir: Path, tmp_path_factory: pytest.TempPathFac
         embed=EmbedSettings(max_pixels=SMALL, threads=2),
         render=RenderSettings(workers=1, timeout_s=120),
     )
-    with open_indexer(settings) as ix:
-        assert ix.ingest(
-            [documents / "pysamples__minimal-document.pdf", documents / "pysamples__smile.png"]
-        ).ok
+    with Index.open(settings) as ix:
+        assert ix.add([documents / "pysamples__minimal-document.pdf", documents / "pysamples__smile.png"]).ok
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)

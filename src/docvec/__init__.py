@@ -1,34 +1,88 @@
-"""docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp."""
+"""docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp.
 
-from .config import EmbedSettings, Settings
-from .embed import Embedder
-from .errors import (
+>>> import docvec
+>>> with docvec.Index.open("~/docvec-data") as index:            # doctest: +SKIP
+...     index.add(["~/papers"], tags=["team=legal"])
+...     hits = index.search("total amount due", k=5)
+
+:class:`Index` is the front door: it indexes files and folders, answers queries with the best pages, lists
+and deletes documents. :class:`Embedder` gives the vectors themselves. Every error docvec raises is a
+:class:`DocvecError` (the tree: ``docvec._errors``).
+"""
+
+from ._config import EmbedSettings, RenderSettings, Settings
+from ._embed import Embedder
+from ._errors import (
     BackendError,
+    CollectionNotFoundError,
     ConfigError,
     DocvecError,
+    IngestError,
     InputError,
     ModelError,
     ModelFileError,
     ModelMismatchError,
     ModelNotFoundError,
+    NotFoundError,
+    PageStoreError,
+    RenderError,
+    RendererStateError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+    TooLargeError,
     ToolError,
 )
-from .modelfiles import ModelFiles
+from ._index import Index
+from ._modelfiles import ModelFiles
+from ._records import (
+    DocumentList,
+    DocumentSummary,
+    Hit,
+    IngestFailure,
+    IngestReport,
+    PagePayload,
+    SearchFilter,
+    Upload,
+)
+from ._sources import discover
+
+__version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
+    "CollectionNotFoundError",
     "ConfigError",
+    "DocumentList",
+    "DocumentSummary",
     "DocvecError",
     "EmbedSettings",
     "Embedder",
+    "Hit",
+    "Index",
+    "IngestError",
+    "IngestFailure",
+    "IngestReport",
     "InputError",
     "ModelError",
     "ModelFileError",
     "ModelFiles",
     "ModelMismatchError",
     "ModelNotFoundError",
+    "NotFoundError",
+    "PagePayload",
+    "PageStoreError",
+    "RenderError",
+    "RenderSettings",
+    "RendererStateError",
+    "SearchFilter",
     "Settings",
+    "StoreBusyError",
+    "StoreError",
+    "StoreUnavailableError",
+    "TooLargeError",
     "ToolError",
+    "Upload",
+    "__version__",
+    "discover",
 ]
-
-__version__ = "0.1.0"

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import BackendError
+from ._errors import BackendError
 
 __all__ = ["LlamaContext", "LlamaModel", "MtmdContext", "PromptChunk", "backend", "quantize"]
 

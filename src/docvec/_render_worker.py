@@ -24,14 +24,10 @@ from typing import Any, NamedTuple
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from .images import _to_rgb
+from ._images import source_too_large, to_rgb
 
 # Pages a worker may hold finished but not yet taken by the parent (besides the one being sent).
 PREFETCH = 2
-
-# A decoded source image is refused above this (3 bytes a pixel: ~800 MB); a larger scan is a bomb or a
-# mistake. Pillow's own guard (179 Mpx) is switched off in workers so that this is the one rule.
-MAX_SOURCE_PIXELS = 2**28
 
 
 class OpenTask(NamedTuple):
@@ -138,6 +134,8 @@ def fit_within(width: int, height: int, max_pixels: int) -> tuple[int, int]:
 
 def serve(tasks: Connection, results: Connection) -> None:
     """Worker process entry point: answer tasks until :class:`Stop` or until the parent goes away."""
+    # This process decodes for docvec alone: docvec's rule (source_too_large, checked on every frame, where
+    # Pillow checks only the first one when opening) is the one that applies, with docvec's message.
     Image.MAX_IMAGE_PIXELS = None
     out: queue.Queue[Outgoing | None] = queue.Queue(maxsize=PREFETCH)
     sender = threading.Thread(target=_send_loop, args=(out, results), name="docvec-render-send", daemon=True)
@@ -341,8 +339,8 @@ def _image_frame(image: Image.Image, number: int, max_pixels: int) -> Image.Imag
         if number > 1:
             image.seek(number - 1)
         width, height = image.size
-        if width * height > MAX_SOURCE_PIXELS:
-            raise _PageFailure(f"image is {width}x{height}: too large to decode")
+        if reason := source_too_large(width, height):
+            raise _PageFailure(reason)
         if width * height > max_pixels and image.format == "JPEG":
             # JPEG can decode at 1/2, 1/4, 1/8 scale: far less work and memory for a large photo or scan.
             image.draft(None, fit_within(width, height, max_pixels))
@@ -351,7 +349,7 @@ def _image_frame(image: Image.Image, number: int, max_pixels: int) -> Image.Imag
         if frame.mode.startswith("I;16"):
             # 16-bit greyscale scans: convert("RGB") would clip them to white; keep the high byte instead.
             frame = Image.fromarray((np.asarray(frame) >> 8).astype(np.uint8), "L")
-        frame = _to_rgb(frame)
+        frame = to_rgb(frame)
         size = fit_within(frame.width, frame.height, max_pixels)
         if size != frame.size:
             frame = frame.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)

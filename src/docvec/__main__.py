@@ -1,0 +1,5 @@
+"""``python -m docvec``: the ``docvec`` command."""
+
+from ._cli import app
+
+app(prog_name="docvec")

@@ -1,0 +1,99 @@
+"""Settings: one model, read once at the edge (CLI, API lifespan, flow entry) and passed down.
+
+Values come from arguments, then ``DOCVEC_*`` environment variables, then a ``.env`` file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["RENDER_TIMEOUT_S", "EmbedSettings", "RenderSettings", "Settings"]
+
+#: Time limit for rendering one document, in seconds (the renderer's default too).
+RENDER_TIMEOUT_S = 300.0
+
+
+def _default_data_dir() -> Path:
+    return Path.home() / ".local" / "share" / "docvec"
+
+
+def _default_cache_dir() -> Path:
+    return Path.home() / ".cache" / "docvec"
+
+
+class EmbedSettings(BaseSettings):
+    """How the embedder runs. Nested under :class:`Settings` as ``DOCVEC_EMBED__*``.
+
+    ``dim``, ``min_pixels`` and ``max_pixels`` override the model's own values (its profile: for
+    jina-embeddings-v4 2048, 3136 and 602112); the embedder checks them against the profile when it opens.
+    """
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    dim: int | None = Field(
+        None, ge=1, description="Output size: the model's full size, or one of its Matryoshka truncations."
+    )
+    threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores.")
+    gpu_layers: int = Field(0, ge=-1, description="Language-model layers offloaded to a GPU (-1: all).")
+    vision_gpu: bool = Field(False, description="Run the vision encoder (mmproj) on the GPU.")
+    min_pixels: int | None = Field(
+        None, ge=1, description="Smallest image area after resizing; default: the model's."
+    )
+    max_pixels: int | None = Field(
+        None, ge=1, description="Largest image area after resizing (the page budget); default: the model's."
+    )
+    decode_batch: int = Field(
+        256, ge=1, le=8192, description="Tokens decoded per llama.cpp call; bounds memory for large images."
+    )
+    max_text_tokens: int = Field(8192, ge=16, description="Longer texts are truncated (with a warning).")
+
+    @model_validator(mode="after")
+    def _pixels_ordered(self) -> EmbedSettings:
+        if self.min_pixels is not None and self.max_pixels is not None and self.min_pixels > self.max_pixels:
+            raise ValueError(f"min_pixels ({self.min_pixels}) is larger than max_pixels ({self.max_pixels})")
+        return self
+
+
+class RenderSettings(BaseSettings):
+    """How documents become page images. Nested under :class:`Settings` as ``DOCVEC_RENDER__*``."""
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    workers: int = Field(1, ge=1, le=64, description="Rendering processes (PDFium is not thread-safe).")
+    timeout_s: float = Field(RENDER_TIMEOUT_S, gt=0, description="Time limit for rendering one document.")
+
+
+class Settings(BaseSettings):
+    """All of docvec's settings."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DOCVEC_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_nested_delimiter="__",
+        extra="ignore",
+    )
+
+    data_dir: Path = Field(default_factory=_default_data_dir, description="Where docvec keeps its data.")
+    cache_dir: Path = Field(
+        default_factory=_default_cache_dir,
+        description="Downloads and build outputs: the llama-cpp-python source, built wheels, test models.",
+    )
+    model: str = Field(
+        "jina-v4",
+        description="A model folder, a 'LM.gguf,MMPROJ.gguf' pair, or a registry name (see `docvec models`).",
+    )
+    collection: str = Field("docvec", description="The Qdrant collection pages are indexed into.")
+    qdrant_url: str | None = Field(
+        None, description="A Qdrant server or cluster; unset: the embedded store under data_dir/qdrant."
+    )
+    qdrant_api_key: str | None = Field(None, description="API key of the Qdrant server.")
+    api_key: str | None = Field(None, description="When set, the REST API asks for it (X-API-Key header).")
+    max_upload_mb: int = Field(50, ge=1, description="Largest document `POST /documents` accepts, in MB.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    embed: EmbedSettings = Field(default_factory=EmbedSettings)
+    render: RenderSettings = Field(default_factory=RenderSettings)

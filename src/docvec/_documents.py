@@ -1,0 +1,100 @@
+"""The documents stage: what is indexed (a paged list, one document's pages, their stored images) and
+removing documents, with the uploaded copies that go with them."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ._errors import NotFoundError
+from ._pagestore import PageStore
+from ._records import DocumentList, DocumentSummary
+from ._store import Filter, Store
+
+__all__ = ["delete", "list_documents", "page_file", "pages_of", "target_filter"]
+
+log = logging.getLogger("docvec")
+
+
+def list_documents(store: Store, collection: str, *, offset: int = 0, limit: int = 100) -> DocumentList:
+    """Indexed documents, one entry each, ordered by source path (then id), ``limit`` from ``offset``."""
+    # From the payload indexes: reading every point took 0.9-1.3 s at 100k pages, a page of 100
+    # documents this way 0.15 s.
+    doc_ids, sources = store.facet(collection, "doc_id"), sorted(store.facet(collection, "source"))
+    page: list[dict[str, Any]] = []
+    if len(doc_ids) == len(sources):
+        # one source per document, as ingestion keeps it: a page of sources is a page of documents
+        for source in sources[offset : offset + limit]:
+            # any one page holds its document's summary; a source deleted meanwhile is skipped
+            for _, payload in store.scroll(collection, Filter(sources=(source,)), batch=1):
+                page.append(payload)
+                break
+    else:
+        # a file being replaced (its new version written, the old one not yet removed): read it all
+        docs: dict[str, dict[str, Any]] = {}
+        for _, payload in store.scroll(collection):
+            docs.setdefault(str(payload.get("doc_id")), payload)
+        ordered = sorted(docs.values(), key=lambda p: (str(p.get("source")), str(p.get("doc_id"))))
+        page = ordered[offset : offset + limit]
+    return DocumentList(
+        total=len(doc_ids),
+        offset=offset,
+        limit=limit,
+        documents=[DocumentSummary.from_payload(p) for p in page],
+    )
+
+
+def pages_of(store: Store, collection: str, doc_id: str) -> list[dict[str, Any]]:
+    """The payloads of a document's indexed pages in page order; :class:`NotFoundError` for none."""
+    pages = [p for _, p in store.scroll(collection, Filter(doc_ids=(doc_id,)))]
+    if not pages:
+        raise NotFoundError(f"no document {doc_id}")
+    return sorted(pages, key=lambda p: int(p.get("page", 0)))
+
+
+def page_file(store: Store, collection: str, pages: PageStore, doc_id: str, page: int, field: str) -> Path:
+    """The stored ``image`` or ``thumbnail`` file of a page, found through its payload (never through a
+    path a caller gives); :class:`NotFoundError` when there is none."""
+    payload = next((p for p in pages_of(store, collection, doc_id) if p.get("page") == page), None)
+    if payload is None:
+        raise NotFoundError(f"document {doc_id} has no indexed page {page}")
+    try:
+        return pages.path(str(payload.get(field, "")))
+    except NotFoundError:
+        raise NotFoundError(
+            f"page {page} of {doc_id}: the {field} file is missing from the page store"
+        ) from None
+
+
+def target_filter(target: str) -> Filter:
+    """Which points ``target`` names: a document id, or (an existing file, or anything with a path
+    separator) every document read from that path. For people typing either at a prompt."""
+    p = Path(target).expanduser()
+    if p.exists() or os.sep in target:
+        return Filter(sources=(str(p.resolve()),))
+    return Filter(doc_ids=(target,))
+
+
+def delete(store: Store, collection: str, flt: Filter, *, uploads: Path) -> int:
+    """Remove the points matching ``flt``, durably; returns how many there were.
+
+    A document that came as an upload has its file under ``uploads``: that copy goes too once no point
+    refers to it (another upload of the same bytes is the same file). A user's own files are never touched.
+    """
+    if collection not in store.collections():
+        return 0
+    n = store.count(collection, flt)
+    if not n:
+        return 0
+    sources = {str(p.get("source")) for _, p in store.scroll(collection, flt)}
+    store.delete_where(collection, flt)
+    store.flush()
+    uploads = uploads.resolve()  # sources are stored resolved
+    for source in sources:
+        path = Path(source)
+        if path.parent == uploads and not store.count(collection, Filter(sources=(source,))):
+            log.info("removing the uploaded copy %s", path)
+            path.unlink(missing_ok=True)
+    return n

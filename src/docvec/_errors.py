@@ -1,0 +1,173 @@
+"""docvec's exception tree: every error docvec raises on purpose, in one place.
+
+Errors from backends (ctypes return codes, PIL, PDFium, the GGUF reader, huggingface_hub, qdrant-edge,
+qdrant-client, subprocesses) are translated where they enter, so callers never need to know a backend's
+exception types. A message names the input (file, item, collection, URL) and says why::
+
+    DocvecError
+    ├── ConfigError                settings that cannot work (bad dim, bad pixel bounds, ...)
+    ├── ModelError                 a model that cannot be found or loaded
+    │   ├── ModelNotFoundError         a path or registry name that points at nothing usable
+    │   ├── ModelFileError             a missing, corrupt or wrong-kind GGUF file (names the file)
+    │   └── ModelMismatchError         model files that do not belong together, or to any profile
+    ├── BackendError               llama.cpp is missing, or one of its calls failed
+    ├── ToolError                  a conversion, quantization or download step failed
+    ├── InputError                 a text, image, query, filter or tag that cannot be used (names it)
+    │   └── TooLargeError              an input over its size limit (an upload, a request body)
+    ├── RenderError                a document that cannot be rendered (names the file and the reason)
+    ├── RendererStateError         a renderer used after close(), or for two documents at once
+    ├── IngestError                a document that could not be indexed (``failures`` says why)
+    ├── NotFoundError              an unknown document, page, or page-store file
+    ├── PageStoreError             the page store cannot be written
+    └── StoreError                 a vector store operation failed (names the collection)
+        ├── CollectionNotFoundError    the collection does not exist
+        ├── StoreBusyError             the embedded store's folder is held by another process (names it)
+        └── StoreUnavailableError      a Qdrant server kept failing or could not be reached (names the URL)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "BackendError",
+    "CollectionNotFoundError",
+    "ConfigError",
+    "DocvecError",
+    "IngestError",
+    "InputError",
+    "ModelError",
+    "ModelFileError",
+    "ModelMismatchError",
+    "ModelNotFoundError",
+    "NotFoundError",
+    "PageStoreError",
+    "RenderError",
+    "RendererStateError",
+    "StoreBusyError",
+    "StoreError",
+    "StoreUnavailableError",
+    "TooLargeError",
+    "ToolError",
+]
+
+
+class DocvecError(Exception):
+    """Base class of every error docvec raises on purpose."""
+
+
+class _AboutAFile(Exception):
+    """Mixin of the errors about one file: ``path`` and ``reason`` are kept, the message is both."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class ConfigError(DocvecError):
+    """A setting has a value docvec cannot work with."""
+
+
+class ModelError(DocvecError):
+    """A model cannot be found or loaded."""
+
+
+class ModelNotFoundError(ModelError):
+    """A model path or registry name points at nothing usable."""
+
+
+class ModelFileError(_AboutAFile, ModelError):
+    """A model file is missing, unreadable, corrupt, or of the wrong kind."""
+
+
+class ModelMismatchError(ModelError):
+    """The model files do not belong together (an mmproj of another language model), or no model profile
+    serves them."""
+
+
+class BackendError(DocvecError):
+    """llama.cpp is not installed, or one of its calls failed."""
+
+
+class ToolError(DocvecError):
+    """A conversion, quantization or download step failed."""
+
+
+class InputError(DocvecError):
+    """An input cannot be used.
+
+    ``index`` is the position of the bad item in the batch it came in (``None`` for a single item),
+    ``item`` a short description of it (a path, or the start of a text).
+    """
+
+    def __init__(self, reason: str, *, index: int | None = None, item: str | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        self.item = item
+        where = []
+        if index is not None:
+            where.append(f"item {index}")
+        if item is not None:
+            where.append(item)
+        prefix = f"{' '.join(where)}: " if where else ""
+        super().__init__(prefix + reason)
+
+
+class TooLargeError(InputError):
+    """An input (an upload, a request body) over its size limit."""
+
+
+class RenderError(_AboutAFile, DocvecError):
+    """A whole document cannot be rendered; ``reason`` says why, the message names the file."""
+
+
+class RendererStateError(DocvecError):
+    """A renderer was used after ``close()``, or asked for a second document while one is streaming."""
+
+
+class IngestError(DocvecError):
+    """A document could not be indexed; ``failures`` holds the reasons (file, page, reason)."""
+
+    def __init__(self, message: str, failures: Sequence[dict[str, Any]]) -> None:
+        self.failures = list(failures)
+        super().__init__(message)
+
+
+class NotFoundError(DocvecError):
+    """An unknown document or page, or a page-store file that is not there."""
+
+
+class PageStoreError(DocvecError):
+    """The page store (rendered page images and thumbnails) cannot be written."""
+
+
+class StoreError(DocvecError):
+    """A vector store operation failed; the message names the collection where there is one."""
+
+
+class CollectionNotFoundError(StoreError):
+    """The collection does not exist (nothing was indexed into it yet)."""
+
+
+class StoreBusyError(StoreError):
+    """The embedded store's folder is held by another process (or another handle in this one).
+
+    ``owner`` is what that process recorded about itself when it opened the store (pid, hostname, start
+    time, command line), or ``None`` when it left no readable record.
+    """
+
+    def __init__(self, message: str, *, path: str, owner: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.owner = owner
+        super().__init__(message)
+
+
+class StoreUnavailableError(StoreError):
+    """A Qdrant server could not be reached, or kept failing, after all retries."""
+
+    def __init__(self, message: str, *, url: str, attempts: int) -> None:
+        self.url = url
+        self.attempts = attempts
+        super().__init__(message)

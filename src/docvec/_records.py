@@ -1,0 +1,333 @@
+"""What docvec hands to the outside world and reads from it, as pydantic models: the stored page payload,
+the ingest report, search hits and filters, document summaries, embedding records. Also the rules their
+fields follow (document ids, tags, ``k``), each defined once here.
+
+JSON Schemas of these models are exported under ``schemas/`` (``make schemas``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_serializer
+
+from ._errors import InputError
+
+__all__ = [
+    "DOC_ID_PATTERN",
+    "MAX_K",
+    "DocumentList",
+    "DocumentSummary",
+    "EmbeddingInfo",
+    "EmbeddingRecord",
+    "Hit",
+    "IngestFailure",
+    "IngestReport",
+    "PagePayload",
+    "SearchFilter",
+    "Upload",
+    "check_k",
+    "parse_tag",
+    "parse_tags",
+    "tag_dict",
+]
+
+#: A document id: the first 32 hex digits of its file's SHA-256.
+DOC_ID_PATTERN = r"^[0-9a-f]{32}$"
+#: The most pages one search returns.
+MAX_K = 100
+
+
+def check_k(k: object) -> int:
+    """``k`` when it is a whole number of pages from 1 to :data:`MAX_K`, else :class:`InputError`."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InputError(f"k must be between 1 and {MAX_K}, not {k}")
+    return k
+
+
+# -- tags ----------------------------------------------------------------------------------------------
+
+
+def _check_tag_part(key: str, value: str, shown: str) -> tuple[str, str]:
+    key, value = key.strip(), value.strip()
+    if not key or not value or "=" in key:
+        raise InputError(f"tag {shown!r} is not of the form key=value (a key without '=', a value)")
+    return key, value
+
+
+def parse_tag(text: str) -> tuple[str, str]:
+    """``"key=value"`` as ``(key, value)``, stripped; :class:`InputError` when it is not of that form."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise InputError(f"tag {text!r} is not of the form key=value")
+    return _check_tag_part(key, value, text)
+
+
+def parse_tags(items: Iterable[str] | Mapping[str, str]) -> tuple[str, ...]:
+    """Tags as docvec stores them: sorted, distinct ``"key=value"`` strings, from ``key=value`` strings
+    (as given to ``--tag``) or a mapping (as in the API's JSON)."""
+    if isinstance(items, Mapping):
+        pairs = [_check_tag_part(k, v, f"{k}={v}") for k, v in items.items()]
+    else:
+        pairs = [parse_tag(t) for t in items]
+    return tuple(sorted({f"{k}={v}" for k, v in pairs}))
+
+
+def tag_dict(tags: Iterable[object]) -> dict[str, str]:
+    """Stored ``"key=value"`` tags as a mapping (the API's shape)."""
+    pairs = (str(t).partition("=") for t in tags)
+    return {k: v for k, _, v in pairs}
+
+
+def _tags_mapping(tags: dict[str, str] | None) -> dict[str, str] | None:
+    if tags is not None:
+        try:
+            parse_tags(tags)
+        except InputError as e:
+            raise ValueError(e.reason) from None
+    return tags
+
+
+# -- stored pages and ingestion ------------------------------------------------------------------------
+
+
+class EmbeddingInfo(BaseModel):
+    """Which model and settings made a vector; ``key`` changes whenever the vector would."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: str = Field(description="Embedding profile, e.g. jina-embeddings-v4.")
+    model: str = Field(description="File name of the language model GGUF.")
+    mmproj: str = Field(description="File name of the vision encoder GGUF.")
+    dim: int = Field(description="Vector size.")
+    min_pixels: int
+    max_pixels: int
+    key: str = Field(description="Short hash of all of the above.")
+
+
+class PagePayload(BaseModel):
+    """The payload stored with every page vector."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    doc_id: str = Field(description="Document id: the first 32 hex digits of the file's SHA-256.")
+    source: str = Field(description="Absolute path of the file the document was read from.")
+    page: int = Field(ge=1, description="Page number, 1-based.")
+    page_count: int = Field(ge=1, description="Pages in the document.")
+    pages_indexed: int = Field(ge=1, description="Pages of the document in the index (the others failed).")
+    content_sha256: str = Field(description="SHA-256 of the file's bytes.")
+    kind: Literal["pdf", "image"]
+    width: int = Field(ge=1, description="Rendered page width in pixels.")
+    height: int = Field(ge=1, description="Rendered page height in pixels.")
+    image: str = Field(description="The rendered page in the page store (relative path).")
+    thumbnail: str = Field(description="Its thumbnail in the page store (relative path).")
+    embedding: EmbeddingInfo
+    ingested_at: datetime
+    tags: list[str] = Field(default_factory=list, description='User metadata as "key=value" strings.')
+
+
+class IngestFailure(BaseModel):
+    """A document, or one page of it, that could not be indexed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    page: int | None = Field(None, description="The page, when only that page failed.")
+    reason: str
+
+
+class IngestReport(BaseModel):
+    """What an ingest run did: `docvec ingest --json` prints this."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    documents_indexed: int = 0
+    pages_indexed: int = 0
+    documents_skipped: int = Field(0, description="Unchanged since the last run: not rendered or embedded.")
+    pages_skipped: int = 0
+    documents_failed: int = 0
+    pages_failed: int = 0
+    documents_removed: int = Field(0, description="Removed by --prune (files gone) or replaced by a change.")
+    failures: list[IngestFailure] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed."""
+        return not self.failures
+
+    def __add__(self, other: IngestReport) -> IngestReport:
+        """The counts and failures of both runs."""
+        counts = {
+            name: getattr(self, name) + getattr(other, name)
+            for name in IngestReport.model_fields
+            if name != "failures"
+        }
+        return IngestReport(**counts, failures=[*self.failures, *other.failures])
+
+
+# -- search --------------------------------------------------------------------------------------------
+
+
+class SearchFilter(BaseModel):
+    """Which pages a search considers: one document, sources under a path prefix, and tags.
+
+    Every given condition must hold, every tag included; an empty filter (the default) matches every page.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    doc_id: str | None = Field(None, pattern=DOC_ID_PATTERN, description="Only this document.")
+    source_prefix: str | None = Field(
+        None, min_length=1, max_length=4096, description="Only documents read from under this path."
+    )
+    tags: Annotated[dict[str, str] | None, AfterValidator(_tags_mapping)] = Field(
+        None, description="Only pages tagged key=value (as given to `docvec ingest --tag`), all of them."
+    )
+
+    @classmethod
+    def parse(cls, items: Iterable[str]) -> SearchFilter:
+        """A filter from ``key=value`` strings as given to ``--filter``: ``doc_id=...``, ``source=...`` (a
+        path prefix, made absolute like the stored sources), anything else a tag; :class:`InputError` on a
+        malformed or repeated one."""
+        doc_id: str | None = None
+        prefix: str | None = None
+        tags: dict[str, str] = {}
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip() or not value.strip():
+                raise InputError(f"filter {item!r} is not of the form key=value")
+            key, value = key.strip(), value.strip()
+            if key == "doc_id":
+                if doc_id is not None and doc_id != value:
+                    raise InputError(f"filter doc_id given twice ({doc_id!r} and {value!r})")
+                doc_id = value
+            elif key == "source":
+                value = _absolute_prefix(value)
+                if prefix is not None and prefix != value:
+                    raise InputError(f"filter source given twice ({prefix!r} and {value!r})")
+                prefix = value
+            else:
+                if key in tags and tags[key] != value:
+                    # a page has one value per key: asking for two can match nothing
+                    raise InputError(f"filter {key} given twice ({tags[key]!r} and {value!r})")
+                tags[key] = value
+        try:
+            return cls(doc_id=doc_id, source_prefix=prefix, tags=tags or None)
+        except ValidationError as e:
+            first = e.errors()[0]
+            field = ".".join(str(p) for p in first.get("loc", ()))
+            raise InputError(f"filter {field}: {first.get('msg', 'invalid')}") from None
+
+    @property
+    def tag_list(self) -> tuple[str, ...]:
+        """The tags as stored: sorted ``"key=value"`` strings."""
+        return parse_tags(self.tags or {})
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the filter has no condition."""
+        return self.doc_id is None and self.source_prefix is None and not self.tags
+
+
+def _absolute_prefix(prefix: str) -> str:
+    # Sources are stored as absolute paths, so "~/papers" or "docs/" must be made absolute to match; a
+    # trailing separator is kept, since "docs/" (that folder) and "docs" (also "docs-old/...") differ.
+    absolute = os.path.abspath(os.path.expanduser(prefix))
+    if prefix.endswith(os.sep) and not absolute.endswith(os.sep):
+        absolute += os.sep
+    return absolute
+
+
+class Hit(BaseModel):
+    """One matching page: its document, 1-based page number, cosine score and tags.
+
+    ``payload`` (everything stored with the page) is there for callers; its JSON form (``model_dump``,
+    what ``docvec search --json`` and the batch-query flow print) leaves it out.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    doc_id: str
+    source: str = Field(description="The file the document was read from.")
+    page: int = Field(ge=1, description="Page number, 1-based.")
+    score: float = Field(description="Cosine similarity; higher is closer.")
+    tags: list[str] = Field(default_factory=list, description='"key=value" strings.')
+    payload: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    @field_serializer("score")
+    def _round_score(self, score: float) -> float:
+        return round(score, 6)
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any], score: float) -> Hit:
+        """The hit for a stored page's payload."""
+        return cls(
+            doc_id=str(payload.get("doc_id")),
+            source=str(payload.get("source")),
+            page=int(payload.get("page", 1)),
+            score=score,
+            tags=[str(t) for t in payload.get("tags") or ()],
+            payload=payload,
+        )
+
+
+# -- documents -----------------------------------------------------------------------------------------
+
+
+class DocumentSummary(BaseModel):
+    """One indexed document."""
+
+    doc_id: str
+    source: str
+    kind: str = Field(description="pdf or image.")
+    page_count: int = Field(description="Pages in the document.")
+    pages_indexed: int = Field(description="Pages in the index (the others failed).")
+    tags: dict[str, str]
+    ingested_at: datetime
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> DocumentSummary:
+        """The summary held by any one page's payload (all pages of a document carry it)."""
+        return cls(
+            doc_id=str(payload["doc_id"]),
+            source=str(payload.get("source", "")),
+            kind=str(payload.get("kind", "")),
+            page_count=int(payload.get("page_count", 0)),
+            pages_indexed=int(payload.get("pages_indexed", 0)),
+            tags=tag_dict(payload.get("tags") or ()),
+            ingested_at=payload["ingested_at"],
+        )
+
+
+class DocumentList(BaseModel):
+    """A page of the document list, ordered by source path."""
+
+    total: int
+    offset: int
+    limit: int
+    documents: list[DocumentSummary]
+
+
+class Upload(BaseModel):
+    """An uploaded document, indexed (or found already there)."""
+
+    doc_id: str
+    source: str = Field(description="Where docvec keeps the uploaded copy.")
+    pages: int = Field(description="Pages of the document in the index.")
+    already_indexed: bool
+
+
+# -- embeddings ----------------------------------------------------------------------------------------
+
+
+class EmbeddingRecord(BaseModel):
+    """One embedded input, as `docvec embed --json` prints it (a JSON list of these)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["query", "passage", "image"] = Field(description="What was embedded.")
+    input: str = Field(description="The text, or the image's path.")
+    vector: list[float] = Field(description="The embedding: unit L2 norm, `dim` numbers.")

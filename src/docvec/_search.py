@@ -1,0 +1,94 @@
+"""The search stage: a text query to the best pages (embed the query, search the store, map the hits),
+and a :class:`~docvec.SearchFilter` to the store's :class:`Filter`."""
+
+from __future__ import annotations
+
+from ._embed import Embedder
+from ._errors import InputError
+from ._records import Hit, SearchFilter, check_k
+from ._store import Filter, Store
+
+__all__ = ["check_query", "search", "to_store_filter"]
+
+
+def check_query(query: str, k: int) -> None:
+    """:class:`InputError` for an empty query or a ``k`` outside 1..100; cheap, so callers can check
+    before loading a model."""
+    check_k(k)
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("the query is empty")
+
+
+def _sources_under(store: Store, collection: str, prefix: str) -> tuple[str, ...]:
+    """The distinct ``source`` values in ``collection`` that start with ``prefix``.
+
+    Qdrant's keyword indexes match whole values, so the sources are read from the ``source`` index
+    (:meth:`Store.facet`, no scan of the points) and the search then asks for exactly those. Filtering hits
+    after an over-fetch would be cheaper but can return fewer than ``k`` hits even when ``k`` matching
+    pages exist.
+    """
+    return tuple(sorted(s for s in store.facet(collection, "source") if s.startswith(prefix)))
+
+
+def _docs_with_all_tags(store: Store, collection: str, tags: tuple[str, ...]) -> set[str]:
+    """The doc_ids of pages that carry every one of ``tags``.
+
+    :class:`Filter` matches *any* listed tag, and a user filtering on two tags means both; the store
+    narrows the scroll to pages with at least one of them, the rest is checked here. Tags are given per
+    ingest run, so all pages of a document carry the same tags and a document-level answer is exact.
+    """
+    wanted = set(tags)
+    return {
+        str(payload.get("doc_id"))
+        for _, payload in store.scroll(collection, Filter(tags=tags), batch=1024)
+        if wanted <= set(payload.get("tags") or ())
+    }
+
+
+def to_store_filter(store: Store, collection: str, flt: SearchFilter) -> Filter | None:
+    """Translate ``flt`` into the store's :class:`Filter`; ``None`` when it matches nothing at all.
+
+    An empty :class:`Filter` field means "no condition", so a prefix or tag set that matches nothing
+    must short-circuit rather than become an empty tuple.
+    """
+    doc_ids: tuple[str, ...] = (flt.doc_id,) if flt.doc_id is not None else ()
+    sources: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    if flt.source_prefix is not None:
+        sources = _sources_under(store, collection, flt.source_prefix)
+        if not sources:
+            return None
+    wanted = flt.tag_list
+    if len(wanted) == 1:
+        tags = wanted
+    elif wanted:
+        docs = _docs_with_all_tags(store, collection, wanted)
+        if flt.doc_id is not None:
+            docs &= {flt.doc_id}
+        if not docs:
+            return None
+        doc_ids = tuple(sorted(docs))
+    return Filter(doc_ids=doc_ids, sources=sources, tags=tags)
+
+
+def search(
+    embedder: Embedder,
+    store: Store,
+    collection: str,
+    query: str,
+    *,
+    k: int = 5,
+    flt: SearchFilter | None = None,
+) -> list[Hit]:
+    """The ``k`` pages that best match ``query``, best first, among those ``flt`` admits.
+
+    Raises :class:`InputError` for a ``k`` outside 1..100 or an empty query.
+    """
+    check_query(query, k)
+    store_flt: Filter | None = None
+    if flt is not None and not flt.is_empty:
+        store_flt = to_store_filter(store, collection, flt)
+        if store_flt is None:
+            return []
+    vector = embedder.embed_queries([query])[0]
+    return [Hit.from_payload(h.payload, h.score) for h in store.search(collection, vector, k, store_flt)]

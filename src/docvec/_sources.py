@@ -1,0 +1,155 @@
+"""Source documents: which files an ingest run reads, what each one is, and uploaded bytes kept as files.
+
+The identity rule lives here: a document's id is the first 32 hex digits of its file's SHA-256, so an
+unchanged file is recognised without rendering or embedding it, and the same bytes under two names are
+one document.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from PIL import Image
+
+from ._errors import RenderError, TooLargeError
+from ._records import IngestFailure
+from ._render import DocumentKind, detect_kind
+
+__all__ = [
+    "DOCUMENT_SUFFIXES",
+    "SourceDocument",
+    "discover",
+    "document_id",
+    "identify",
+    "save_upload",
+]
+
+#: Files found in folders are considered only with these suffixes; named files are always tried, and
+#: their kind is decided by content.
+DOCUMENT_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp", ".gif"})
+_NOT_A_DOCUMENT = "not a document (neither a PDF nor an image)"
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """A file to index, identified: its id, content hash and kind; the page count once it is opened."""
+
+    path: Path
+    doc_id: str
+    sha256: str
+    kind: DocumentKind
+    page_count: int = 0  # 0 until the renderer has opened it
+
+
+def document_id(sha256: str) -> str:
+    """A document's id from its file's SHA-256 (hex)."""
+    return sha256[:32]
+
+
+def discover(
+    paths: Sequence[str | Path], *, recursive: bool = True
+) -> tuple[list[Path], list[IngestFailure]]:
+    """The files to ingest: named files, folders (recursively) and glob patterns, each once, sorted;
+    ``~`` stands for the home folder, as in a shell.
+
+    A name that matches nothing is a failure record, not an exception: the rest of the run goes on.
+    """
+    found: dict[Path, None] = {}
+    failures: list[IngestFailure] = []
+    for raw in paths:
+        text = os.path.expanduser(str(raw))
+        matches = (
+            [Path(m) for m in sorted(glob.glob(text, recursive=True))]
+            if glob.has_magic(text)
+            else [Path(text)]
+        )
+        if not matches or not matches[0].exists():
+            failures.append(IngestFailure(path=str(raw), reason="no such file or folder"))
+            continue
+        for m in matches:
+            if m.is_dir():
+                walker = m.rglob("*") if recursive else m.glob("*")
+                for f in sorted(walker):
+                    if f.is_file() and f.suffix.lower() in DOCUMENT_SUFFIXES and not f.name.startswith("."):
+                        found[f.resolve()] = None
+            elif m.is_file():
+                found[m.resolve()] = None
+    return sorted(found), failures
+
+
+def identify(path: Path) -> SourceDocument:
+    """Look at a file once: its kind by content and its SHA-256. :class:`RenderError` when it is no
+    document or cannot be read."""
+    kind = detect_kind(path)
+    if kind is None:
+        raise RenderError(path, _NOT_A_DOCUMENT)
+    sha = _sha256(path)
+    return SourceDocument(path=path, doc_id=document_id(sha), sha256=sha, kind=kind)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as e:
+        raise RenderError(path, f"cannot read the file: {e.strerror or e}") from None
+    return h.hexdigest()
+
+
+def save_upload(stream: BinaryIO, folder: Path, *, limit: int, name: str = "the upload") -> SourceDocument:
+    """Stream an upload into ``folder`` as ``<sha256>.<ext>`` (the extension from its content) and
+    identify it; nothing is kept when it is over ``limit`` bytes (:class:`TooLargeError`), empty or no
+    document (:class:`RenderError`). ``name`` (the client's file name) appears in messages only.
+
+    The same bytes uploaded twice are one file: a second upload replaces the first with identical content.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    size = 0
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".upload-", delete=False) as tmp:
+        tmp_path = Path(tmp.name)
+        try:
+            while block := stream.read(1 << 20):
+                size += len(block)
+                if size > limit:
+                    raise TooLargeError(f"upload over {limit} bytes", item=name)
+                h.update(block)
+                tmp.write(block)
+        except BaseException:
+            tmp.close()
+            tmp_path.unlink(missing_ok=True)
+            raise
+    try:
+        if size == 0:
+            raise RenderError(name, "the upload is empty")
+        kind = detect_kind(tmp_path)
+        ext = _extension(tmp_path, kind)
+        if kind is None or ext is None:
+            raise RenderError(name, _NOT_A_DOCUMENT)
+        sha = h.hexdigest()
+        final = folder / f"{sha}.{ext}"
+        tmp_path.replace(final)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+    return SourceDocument(path=final, doc_id=document_id(sha), sha256=sha, kind=kind)
+
+
+def _extension(path: Path, kind: DocumentKind | None) -> str | None:
+    """The file's extension by content: ``pdf``, the image format, or ``None`` for no document."""
+    if kind != "image":
+        return "pdf" if kind == "pdf" else None
+    try:
+        with Image.open(path) as im:
+            return str(im.format or "img").lower()
+    except (OSError, ValueError, Image.DecompressionBombError):
+        # A damaged or huge image still gets its render worker's verdict, with the reason the CLI gives.
+        return "img"

@@ -1,0 +1,412 @@
+"""The embedded backend: Qdrant's Rust engine in this process, through qdrant-edge-py.
+
+Layout of a store folder::
+
+    <path>/.lock              flock held while a process has the store open
+    <path>/.owner.json        who holds it: pid, hostname, start time, command line
+    <path>/<collection>/docvec.json   docvec's record of the collection (vector name, dim, distance, datatype)
+    <path>/<collection>/shard/        one qdrant-edge shard (segments, WAL, edge_config.json)
+
+One process at a time: qdrant-edge locks each shard's write-ahead log, and docvec takes a lock on the
+whole folder first so that a second process is told at open time, and told who is in its way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shlex
+import socket
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import DocvecError, StoreBusyError, StoreError
+from .._fileio import write_json_atomic
+from ._core import LAYOUT, Backend, Filter, Point, Record, ScoredPoint
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the WAL lock is then the only guard
+    fcntl = None  # type: ignore[assignment]
+
+import qdrant_edge as qe  # a missing package is reported by docvec._store's loader, with its install hint
+
+__all__ = ["EdgeBackend", "read_owner"]
+
+log = logging.getLogger("docvec")
+
+_LOCK_FILE = ".lock"
+_OWNER_FILE = ".owner.json"
+_META_FILE = "docvec.json"
+_SHARD_DIR = "shard"
+# 2: float16 vectors with an int8 copy, no HNSW graph (1: float32, HNSW on optimize: earlier docvec)
+_META_FORMAT = 2
+_INDEXING_THRESHOLD_KB = 1000
+_MAX_SEGMENT_KB = 50_000  # ~12k pages at 2048-d; 0.47 s per optimize() instead of 1.6 s, as fast a search
+_FULL_SCAN_KB = 2**40  # never switch to a graph search (there is no graph)
+_BUSY_ADVICE = (
+    "An embedded store can be open in one process at a time: stop it, or send the work to it through "
+    "its API (`docvec serve`), or use a Qdrant server (DOCVEC_QDRANT_URL)."
+)
+
+
+def read_owner(path: Path) -> dict[str, Any] | None:
+    """What the process holding the store at ``path`` recorded about itself, or ``None``."""
+    try:
+        data = json.loads((Path(path) / _OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class EdgeBackend:
+    """Collections in a local folder, one qdrant-edge shard each (see the module's docstring).
+
+    Writes go to each shard's write-ahead log before they are acknowledged, so they survive a crash of
+    this process; :meth:`flush` (also run by :meth:`close`) writes segments out so reopening is fast.
+    Shards are opened on first use. Opening a folder another process holds raises
+    :class:`~docvec.StoreBusyError` naming that process.
+    """
+
+    def __init__(self, path: Path) -> None:
+        """Open (creating if needed) the store folder ``path`` and take its lock."""
+        self.path = Path(path).expanduser().absolute()
+        self.where = str(self.path)
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self._formats: dict[str, int] = {}  # each open collection's docvec.json format
+        self._lock = threading.RLock()
+        # Rescoring makes the scores exact; collections without an int8 copy (older ones) ignore it.
+        quantization = qe.QuantizationSearchParams(rescore=True, oversampling=LAYOUT.oversampling)
+        self._search_params = qe.SearchParams(quantization=quantization)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store folder {self.path}: {exc}") from exc
+        self._lock_fd = self._take_lock()
+        self._write_owner()
+        log.info("opened embedded store %s", self.path)
+
+    # -- lock and owner record -------------------------------------------------------------------
+
+    def _take_lock(self) -> int | None:
+        if fcntl is None:  # pragma: no cover
+            return None
+        try:
+            fd = os.open(self.path / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open the lock file in {self.path}: {exc}") from exc
+        try:
+            # Non-blocking: waiting for another process's store to close would hang a CLI for ever.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise self._busy_error() from None
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot lock {self.path / _LOCK_FILE}: {exc}") from exc
+        return fd
+
+    def _write_owner(self) -> None:
+        owner = {
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "cmdline": shlex.join(sys.orig_argv),
+        }
+        try:
+            write_json_atomic(self.path / _OWNER_FILE, owner, durable=True)
+        except OSError as exc:
+            self._release_lock()
+            raise StoreError(f"cannot write {self.path / _OWNER_FILE}: {exc}") from exc
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def _busy_error(self) -> StoreBusyError:
+        owner = read_owner(self.path)
+        if owner is None:
+            who = f"another process (it left no readable {_OWNER_FILE})"
+        else:
+            cmd = str(owner.get("cmdline", "?"))
+            if len(cmd) > 200:
+                cmd = cmd[:197] + "..."
+            who = f"process {owner.get('pid', '?')} on {owner.get('hostname', '?')}"
+            if owner.get("pid") == os.getpid() and owner.get("hostname") == socket.gethostname():
+                who += " (this process: another store on this folder is still open)"
+            who += f", running since {owner.get('started', '?')}: {cmd}"
+        return StoreBusyError(
+            f"the docvec store at {self.path} is in use by {who}. {_BUSY_ADVICE}",
+            path=str(self.path),
+            owner=owner,
+        )
+
+    # -- error translation -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _translate(self, name: str | None, action: str) -> Iterator[None]:
+        # qdrant-edge raises plain Exception (and ValueError for bad ids) with the reason only in the text.
+        try:
+            yield
+        except DocvecError:
+            raise
+        except Exception as exc:
+            text = str(exc)
+            if "WouldBlock" in text:
+                raise self._busy_error() from exc
+            where = f"collection {name!r}: " if name else ""
+            raise StoreError(f"{where}{action} failed: {text}") from exc
+
+    # -- collections -------------------------------------------------------------------------------
+
+    def _read_meta(self, name: str) -> dict[str, Any] | None:
+        path = self.path / name / _META_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"collection {name!r}: cannot read {path}: {exc}") from exc
+        try:
+            meta = json.loads(text)
+            int(meta["dim"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"collection {name!r}: {path} is not a valid collection record") from exc
+        if not isinstance(meta, dict):
+            raise StoreError(f"collection {name!r}: {path} is not a valid collection record")
+        return meta
+
+    def collection_dim(self, name: str) -> int | None:
+        """The collection's dim from its record, loading its shard on first use; ``None`` if it has no
+        record (not created, or a creation that did not finish)."""
+        with self._lock:
+            meta = self._read_meta(name)
+            if meta is None:
+                return None
+            if name not in self._shards:
+                with self._translate(name, "opening the shard"):
+                    self._shards[name] = qe.EdgeShard.load(str(self.path / name / _SHARD_DIR))
+                self._formats[name] = int(meta.get("format", 1))
+            return int(meta["dim"])
+
+    def _shard(self, name: str) -> qe.EdgeShard:
+        with self._lock:
+            shard = self._shards.get(name)
+        if shard is None:  # the core checked the collection exists, which loads it
+            raise StoreError(f"collection {name!r}: its shard is not open")
+        return shard
+
+    def create_collection(self, name: str, dim: int) -> None:
+        """Create the shard, its payload indexes, then the record that marks the collection complete."""
+        shard_dir = self.path / name / _SHARD_DIR
+        config = qe.EdgeConfig(
+            vectors={
+                LAYOUT.vector: qe.EdgeVectorParams(
+                    size=dim,
+                    distance=qe.Distance.Cosine,
+                    datatype=qe.VectorStorageDatatype.Float16,
+                    quantization_config=qe.ScalarQuantizationConfig(
+                        type=qe.ScalarType.Int8, quantile=LAYOUT.quantile, memory=qe.Memory.Pinned
+                    ),
+                )
+            },
+            # No HNSW graph (m=0): the index is the int8 copy, scanned whole and rescored (see _core.py).
+            # On 2048-d vectors a graph took 4-5 minutes to build for 100k points and found 0.06-0.96 of
+            # the true top 10, where the scan takes 0.6x the time of numpy's float32 scan and finds all.
+            hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=_FULL_SCAN_KB),
+            # optimize() turns the segment that takes new writes into a quantized one once it holds this
+            # many KB of vectors (250 pages at 2048-d); below that an exact float16 scan is as fast. It
+            # merges it into an older segment only while that stays under the max size: without one, each
+            # conversion rewrote the whole collection (3 s per ingest run at 60k pages, holding the GIL).
+            optimizers=qe.EdgeOptimizersConfig(
+                indexing_threshold=_INDEXING_THRESHOLD_KB, max_segment_size=_MAX_SEGMENT_KB
+            ),
+            # A hit's payload is read on every query: on disk (the default) that cost 0.2 ms of a 0.7 ms
+            # query at 1k points. Payloads are small (a few hundred bytes a page).
+            payload_memory=qe.Memory.Cached,
+            # One search thread: handing a query to a pool thread cost 0.1-0.15 ms per query here, a
+            # quarter of a search over 1k points, and a collection has few segments to spread.
+            max_search_threads=1,
+        )
+        with self._lock, self._translate(name, "creating the collection"):
+            if shard_dir.is_dir() and any(shard_dir.iterdir()):
+                # A shard without docvec.json: a creation that crashed before its last step. Loading with
+                # the config makes qdrant-edge check the dim against the existing segments.
+                log.warning("collection %r: finishing an interrupted creation in %s", name, shard_dir)
+                shard = qe.EdgeShard.load(str(shard_dir), config)
+            else:
+                shard_dir.parent.mkdir(parents=True, exist_ok=True)
+                shard = qe.EdgeShard.create(str(shard_dir), config)
+            try:
+                for field in LAYOUT.indexed_fields:
+                    shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+                shard.flush()
+                # The record is written last: its presence means the collection is complete.
+                meta = {
+                    "format": _META_FORMAT,
+                    "vector": LAYOUT.vector,
+                    "dim": dim,
+                    "distance": LAYOUT.distance,
+                    "datatype": LAYOUT.datatype,
+                }
+                try:
+                    write_json_atomic(self.path / name / _META_FILE, meta, durable=True)
+                except OSError as exc:
+                    raise StoreError(f"collection {name!r}: cannot write its record: {exc}") from exc
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    shard.close()
+                raise
+            self._shards[name] = shard
+            self._formats[name] = _META_FORMAT
+        log.info("created collection %r (%d-d, cosine) in %s", name, dim, self.path)
+
+    def collections(self) -> list[str]:
+        """Names of the collections with a record in this folder."""
+        return [p.parent.name for p in self.path.glob(f"*/{_META_FILE}")]
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def upsert(self, name: str, points: Sequence[Point]) -> None:
+        shard = self._shard(name)
+        # Building the points is inside the translation too: a payload that is not JSON fails there.
+        with self._translate(name, "upsert"):
+            ops = [qe.Point(p.id, {LAYOUT.vector: p.vector.tolist()}, p.payload) for p in points]
+            shard.update(qe.UpdateOperation.upsert_points(ops))
+
+    def delete(self, name: str, ids: Sequence[str]) -> None:
+        shard = self._shard(name)
+        with self._translate(name, "delete"):
+            shard.update(qe.UpdateOperation.delete_points(list(ids)))
+
+    def delete_where(self, name: str, flt: Filter) -> None:
+        qfilter = _to_edge_filter(flt)
+        if qfilter is None:  # the core refuses this first: never delete everything by accident
+            raise StoreError(f"collection {name!r}: delete_where needs a filter with a condition")
+        shard = self._shard(name)
+        with self._translate(name, "delete_where"):
+            shard.update(qe.UpdateOperation.delete_points_by_filter(qfilter))
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def scroll(
+        self, name: str, flt: Filter | None, limit: int, offset: Any, with_vectors: bool
+    ) -> tuple[list[Record], Any]:
+        request = qe.ScrollRequest(
+            offset=offset,
+            limit=limit,
+            filter=_to_edge_filter(flt),
+            with_payload=True,
+            with_vector=[LAYOUT.vector] if with_vectors else False,
+        )
+        shard = self._shard(name)
+        with self._translate(name, "scroll"):
+            records, next_offset = shard.scroll(request)
+        out = [
+            Record(str(r.id), dict(r.payload or {}), r.vector if isinstance(r.vector, dict) else None)
+            for r in records
+        ]
+        return out, next_offset
+
+    def count(self, name: str, flt: Filter | None) -> int:
+        shard = self._shard(name)
+        with self._translate(name, "count"):
+            return int(shard.count(qe.CountRequest(exact=True, filter=_to_edge_filter(flt))))
+
+    def facet(self, name: str, field: str, limit: int) -> dict[str, int]:
+        shard = self._shard(name)
+        with self._translate(name, "facet"):
+            found = shard.facet(qe.FacetRequest(field, limit=limit, exact=True))
+        # a value whose points were all deleted stays in the index with a count of 0 until a vacuum
+        return {str(h.value): int(h.count) for h in found.hits if h.count > 0}
+
+    def search(
+        self, name: str, vector: npt.NDArray[np.float32], k: int, flt: Filter | None
+    ) -> list[ScoredPoint]:
+        request = qe.QueryRequest(
+            limit=k,
+            query=qe.Query.Nearest(vector.tolist(), using=LAYOUT.vector),
+            filter=_to_edge_filter(flt),
+            with_payload=True,
+            params=self._search_params,
+        )
+        shard = self._shard(name)
+        with self._translate(name, "search"):
+            found = shard.query(request)
+        return [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in found]
+
+    # -- maintenance -------------------------------------------------------------------------------
+
+    def optimize(self, name: str) -> bool:
+        """Quantize the newly written segment once it is large enough, merge small segments and drop
+        deleted points; blocks until done (0.6 s for 10k 2048-d points on 2 cores, nothing when there is
+        nothing to do). The ingest pipeline runs it at the end of every run.
+
+        A collection made by an earlier docvec (float32, its optimizer builds an HNSW graph: minutes at 50k
+        points) is left as it is: it searches exactly without it."""
+        shard = self._shard(name)
+        if self._formats[name] < 2:
+            log.info("collection %r predates docvec's quantized layout: not optimizing it", name)
+            return False
+        with self._translate(name, "optimize"):
+            changed = bool(shard.optimize())
+            shard.flush()
+        return changed
+
+    def flush(self) -> None:
+        """Write every open collection's pending changes out to its segments."""
+        with self._lock:
+            for name, shard in self._shards.items():
+                with self._translate(name, "flush"):
+                    shard.flush()
+
+    def close(self) -> None:
+        """Flush and close every open collection, then release the folder."""
+        with self._lock:
+            first_error: StoreError | None = None
+            for name, shard in self._shards.items():
+                try:
+                    with self._translate(name, "close"):
+                        shard.flush()
+                        shard.close()
+                except StoreError as exc:
+                    log.error("%s", exc)
+                    first_error = first_error or exc
+            self._shards.clear()
+            # Shards are closed (their WAL locks released) before the folder lock is let go.
+            with contextlib.suppress(OSError):
+                (self.path / _OWNER_FILE).unlink()
+            self._release_lock()
+            log.info("closed embedded store %s", self.path)
+            if first_error is not None:
+                raise first_error
+
+
+def _to_edge_filter(flt: Filter | None) -> qe.Filter | None:
+    """docvec's Filter as a qdrant-edge Filter (``None`` when it has no condition).
+
+    MatchAny, not MatchValue, even for one value: it is the same index lookup, and MatchValue has the
+    boolean pitfall (it never matches stored booleans); all docvec's filter fields are keywords.
+    """
+    if flt is None or flt.is_empty:
+        return None
+    return qe.Filter(
+        must=[qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in flt.conditions()]
+    )
+
+
+if TYPE_CHECKING:
+
+    def _conforms(backend: EdgeBackend) -> Backend:
+        # mypy proves here that EdgeBackend implements the whole protocol.
+        return backend

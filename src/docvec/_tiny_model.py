@@ -1,0 +1,54 @@
+"""The offline test model end to end: a random-weight checkpoint and the GGUFs converted from it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from ._convert import OutType, convert_checkpoint
+from ._errors import ToolError
+from ._modelfiles import ModelFiles
+from ._toolchain import LlamaCppSource
+
+__all__ = ["TINY_NAME", "build_tiny_model"]
+
+log = logging.getLogger("docvec")
+
+TINY_NAME = "tiny-qwen25vl"
+
+
+def build_tiny_model(
+    out_dir: Path, *, cache_dir: Path, seed: int = 0, outtype: OutType = "f16"
+) -> ModelFiles:
+    """Build (or reuse) the tiny random-weight Qwen2.5-VL under ``out_dir``: ``hf/`` plus two GGUFs.
+
+    Reused when ``out_dir`` already holds a build with the same seed and type, so the demo and the tests
+    pay for it once.
+    """
+    try:
+        from ._tiny_checkpoint import build_checkpoint
+    except ImportError as e:
+        raise ToolError(
+            f"building the test model needs PyTorch and transformers ({e.name} is missing): "
+            "pip install 'docvec[tools]'"
+        ) from None
+    stamp = out_dir / "docvec-tiny.json"
+    want = {"seed": seed, "outtype": outtype, "version": 1}
+    lm = out_dir / f"{TINY_NAME}-{outtype.upper()}.gguf"
+    mm = out_dir / f"mmproj-{TINY_NAME}-{outtype.upper()}.gguf"
+    if stamp.is_file() and lm.is_file() and mm.is_file():
+        try:
+            if json.loads(stamp.read_text()) == want:
+                return ModelFiles(lm, mm)
+        except (OSError, ValueError):
+            pass
+    source = LlamaCppSource.in_cache(cache_dir)
+    for old in out_dir.glob("*.gguf"):
+        old.unlink()
+    stamp.unlink(missing_ok=True)
+    log.info("building the tiny test model in %s", out_dir)
+    build_checkpoint(out_dir / "hf", source.qwen2_vocab, seed=seed, cache_dir=cache_dir / "tokenizers")
+    files = convert_checkpoint(out_dir / "hf", out_dir, source=source, name=TINY_NAME, outtype=outtype).main
+    stamp.write_text(json.dumps(want))
+    return files

@@ -1,0 +1,59 @@
+"""The application: one :class:`docvec.Index` opened in the lifespan and shared by every request, the
+guard in front, the error mapping, the routes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from .._config import Settings
+from .._index import Index
+from ._errors import install_error_handlers
+from ._guard import Guard
+from ._models import ErrorResponse
+from ._routes import router
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("docvec")
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The docvec API for ``settings``; the model and the stores are opened when the app starts.
+
+    ``settings.api_key`` (when set) is required as the ``X-API-Key`` header; ``settings.max_upload_mb``
+    bounds ``POST /documents``.
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # One owner of the embedded store: this process, for its whole life.
+        with Index.open(settings) as index:
+            index.prepare()  # a bad model fails now, not at the first request
+            app.state.index = index
+            log.info("serving %s from %s", settings.collection, settings.data_dir)
+            try:
+                yield
+            finally:
+                del app.state.index
+
+    app = FastAPI(
+        title="docvec",
+        summary="Visual document retrieval: text queries answered with the best matching pages.",
+        lifespan=lifespan,
+        responses={
+            400: {"model": ErrorResponse},
+            401: {"model": ErrorResponse},
+            404: {"model": ErrorResponse},
+            422: {"model": ErrorResponse},
+            503: {"model": ErrorResponse},
+        },
+    )
+    app.state.upload_limit = settings.max_upload_mb * 1024 * 1024
+    install_error_handlers(app)
+    app.add_middleware(Guard, api_key=settings.api_key or None, upload_limit=app.state.upload_limit)
+    app.include_router(router)
+    return app

@@ -1,0 +1,83 @@
+"""Every error to a status code and a JSON body (:class:`ErrorResponse`): the one place that does; a
+response never carries a traceback."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from .._errors import (
+    CollectionNotFoundError,
+    ConfigError,
+    DocvecError,
+    IngestError,
+    InputError,
+    NotFoundError,
+    RenderError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+    TooLargeError,
+)
+from ._models import ErrorResponse
+
+__all__ = ["error_response", "install_error_handlers", "status_of"]
+
+log = logging.getLogger("docvec")
+
+# Most specific first: the first class an error is an instance of decides its status.
+_STATUS: list[tuple[type[DocvecError], int]] = [
+    (NotFoundError, 404),
+    (CollectionNotFoundError, 404),
+    (TooLargeError, 413),
+    (IngestError, 422),
+    (RenderError, 422),
+    (InputError, 400),
+    (StoreUnavailableError, 503),
+    (StoreBusyError, 503),
+    (StoreError, 500),
+    (ConfigError, 500),
+]
+
+
+def status_of(exc: DocvecError) -> int:
+    """The HTTP status for a docvec error (500 for any not listed)."""
+    return next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
+
+
+def error_response(status: int, detail: str, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
+    """An error response with its :class:`ErrorResponse` body."""
+    return JSONResponse(ErrorResponse(detail=detail, errors=errors).model_dump(exclude_none=True), status)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map docvec errors, request validation errors and anything unexpected to JSON error responses."""
+
+    async def docvec_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, DocvecError)
+        status = status_of(exc)
+        if status >= 500:
+            log.error("%s %s: %s", request.method, request.url.path, exc)
+        return error_response(status, str(exc), getattr(exc, "failures", None))
+
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        # Only where and what: echoing the input back could return a whole oversized query.
+        errors = [
+            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{'.'.join(e['loc'][1:]) or e['loc'][0]}: {e['msg']}" for e in errors)
+        return error_response(422, detail or "invalid request", errors)
+
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return error_response(500, "internal error")
+
+    app.add_exception_handler(DocvecError, docvec_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(Exception, unexpected_error)

@@ -1,0 +1,130 @@
+"""The endpoints: thin over :class:`docvec.Index` (one per app, in ``app.state.index``).
+
+They are plain ``def`` functions, so FastAPI runs them in its threadpool; the index serialises writes and
+the embedder its own calls, searches run side by side.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request, UploadFile
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+
+from .._errors import NotFoundError, StoreError
+from .._index import Index
+from .._records import DOC_ID_PATTERN, DocumentList, DocumentSummary, SearchFilter, Upload
+from . import _models as models
+
+__all__ = ["router"]
+
+_DOC_ID = Annotated[str, PathParam(pattern=DOC_ID_PATTERN, description="32 hex digits.")]
+_PAGE = Annotated[int, PathParam(ge=1, le=1_000_000, description="Page number, 1-based.")]
+
+router = APIRouter()
+
+
+def _index(request: Request) -> Index:
+    index: Index = request.app.state.index
+    return index
+
+
+def _upload_limit(request: Request) -> int:
+    limit: int = request.app.state.upload_limit
+    return limit
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+def search_page() -> HTMLResponse:
+    """The search page."""
+    return HTMLResponse(resources.files("docvec").joinpath("web/index.html").read_text("utf-8"))
+
+
+@router.get(
+    "/healthz", response_model=models.HealthResponse, responses={503: {"model": models.HealthResponse}}
+)
+def healthz(request: Request) -> JSONResponse:
+    """200 when the model is loaded and the store answers, else 503."""
+    index = _index(request)
+    out = models.HealthResponse(status="ok", model=index.settings.model, collection=index.collection)
+    try:
+        out.pages = index.count()
+    except StoreError as e:
+        out.status, out.detail = "unavailable", str(e)
+    return JSONResponse(out.model_dump(exclude_none=True), 200 if out.status == "ok" else 503)
+
+
+def _search(index: Index, query: str, k: int, flt: SearchFilter | None) -> models.SearchResponse:
+    hits = index.search(query, k, flt)
+    return models.SearchResponse(query=query, top_k=k, hits=[models.SearchHitOut.from_hit(h) for h in hits])
+
+
+@router.post("/search", response_model=models.SearchResponse)
+def search_post(request: Request, body: models.SearchRequest) -> models.SearchResponse:
+    """The pages that best match a query, best first, optionally within a document or tags."""
+    return _search(_index(request), body.query, body.top_k, body.filter)
+
+
+@router.get("/search", response_model=models.SearchResponse)
+def search_get(request: Request, params: Annotated[models.SearchParams, Query()]) -> models.SearchResponse:
+    """``GET /search?q=...&k=...``: the same search, for links and quick tries."""
+    return _search(_index(request), params.q, params.k, None)
+
+
+@router.get("/documents", response_model=DocumentList)
+def list_documents(
+    request: Request,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> DocumentList:
+    """Indexed documents, one entry each, ordered by source path."""
+    return _index(request).documents(offset=offset, limit=limit)
+
+
+@router.get("/documents/{doc_id}", response_model=models.DocumentDetail)
+def get_document(request: Request, doc_id: _DOC_ID) -> models.DocumentDetail:
+    """One document and its indexed pages."""
+    pages = _index(request).pages_of(doc_id)
+    summary = DocumentSummary.from_payload(pages[0].model_dump())
+    return models.DocumentDetail(
+        **summary.model_dump(),
+        pages=[
+            models.PageInfo(page=p.page, width=p.width, height=p.height, **models.page_urls(doc_id, p.page))
+            for p in pages
+        ],
+    )
+
+
+@router.delete("/documents/{doc_id}", response_model=models.DeleteResponse)
+def delete_document(request: Request, doc_id: _DOC_ID) -> models.DeleteResponse:
+    """Remove a document (all its pages) from the index, and its file when it came as an upload; its
+    page images stay in the page store."""
+    removed = _index(request).delete(doc_id, by="doc_id")
+    if not removed:
+        raise NotFoundError(f"no document {doc_id}")
+    return models.DeleteResponse(doc_id=doc_id, pages_removed=removed)
+
+
+@router.get("/documents/{doc_id}/pages/{page}/image", response_class=FileResponse)
+def page_image(request: Request, doc_id: _DOC_ID, page: _PAGE) -> FileResponse:
+    """The page as rendered for the model (PNG)."""
+    return FileResponse(_index(request).page_file(doc_id, page), media_type="image/png")
+
+
+@router.get("/documents/{doc_id}/pages/{page}/thumbnail", response_class=FileResponse)
+def page_thumbnail(request: Request, doc_id: _DOC_ID, page: _PAGE) -> FileResponse:
+    """A small JPEG of the page, at most 256 px on its longer side."""
+    return FileResponse(_index(request).page_file(doc_id, page, thumbnail=True), media_type="image/jpeg")
+
+
+@router.post("/documents", response_model=Upload, responses={413: {"model": models.ErrorResponse}})
+def upload_document(
+    request: Request,
+    file: UploadFile,
+    tag: Annotated[list[str] | None, Form(description="key=value metadata (repeatable).")] = None,
+) -> Upload:
+    """Upload one PDF or image and index it; 422 with the reasons when it cannot be."""
+    name = file.filename or "the upload"
+    return _index(request).add_upload(file.file, name=name, tags=tag or (), limit=_upload_limit(request))
