@@ -80,7 +80,7 @@ def embed(
     image: Annotated[
         list[Path] | None, typer.Option("--image", "-i", help="An image file (repeatable).")
     ] = None,
-    dim: Annotated[int | None, typer.Option(help="Vector size: 128, 256, 512, 1024 or 2048.")] = None,
+    dim: Annotated[int | None, typer.Option(help="Vector size (Matryoshka; default: the model's).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads.")] = None,
     as_json: JsonFlag = False,
 ) -> None:

@@ -67,7 +67,7 @@ def read_gguf_info(path: Path) -> GGUFInfo:
         raise
     except OSError as e:
         raise ModelFileError(path, f"cannot read: {e.strerror or e}") from None
-    except (struct.error, ValueError, UnicodeDecodeError, KeyError) as e:
+    except (_HeaderError, struct.error, ValueError, UnicodeDecodeError, KeyError) as e:
         raise ModelFileError(path, f"corrupt or truncated GGUF header ({e})") from None
     if end > size:
         raise ModelFileError(path, f"truncated: tensor data ends at byte {end}, the file has {size}")
@@ -96,21 +96,25 @@ _STRING, _ARRAY = 8, 9
 _MAX_HEADER_ITEMS = 1 << 24
 
 
+class _HeaderError(Exception):
+    """Inside the reader: the header is cut short or malformed (read_gguf_info names the file)."""
+
+
 def _read(f: BinaryIO, fmt: str) -> Any:
     n = struct.calcsize(fmt)
     data = f.read(n)
     if len(data) != n:
-        raise ValueError("unexpected end of file")
+        raise _HeaderError("unexpected end of file")
     return struct.unpack(fmt, data)[0]
 
 
 def _read_str(f: BinaryIO) -> str:
     n = _read(f, "<Q")
     if n > 1 << 30:
-        raise ValueError(f"string of {n} bytes")
+        raise _HeaderError(f"string of {n} bytes")
     data = f.read(n)
     if len(data) != n:
-        raise ValueError("unexpected end of file")
+        raise _HeaderError("unexpected end of file")
     return data.decode("utf-8")
 
 
@@ -120,10 +124,10 @@ def _read_value(f: BinaryIO, vtype: int, keep: bool) -> Any:
     if vtype == _STRING:
         return _read_str(f)
     if vtype != _ARRAY:
-        raise ValueError(f"unknown value type {vtype}")
+        raise _HeaderError(f"unknown value type {vtype}")
     etype, count = _read(f, "<I"), _read(f, "<Q")
     if count > _MAX_HEADER_ITEMS:
-        raise ValueError(f"array of {count} items")
+        raise _HeaderError(f"array of {count} items")
     if not keep and etype in _SCALARS:
         f.seek(count * struct.calcsize(_SCALARS[etype]), 1)
         return None
@@ -137,10 +141,10 @@ def _read_header(f: BinaryIO) -> tuple[dict[str, Any], int]:
 
     version = _read(f, "<I")
     if version not in (2, 3):
-        raise ValueError(f"unsupported GGUF version {version}")
+        raise _HeaderError(f"unsupported GGUF version {version}")
     n_tensors, n_kv = _read(f, "<Q"), _read(f, "<Q")
     if n_tensors > _MAX_HEADER_ITEMS or n_kv > _MAX_HEADER_ITEMS:
-        raise ValueError(f"{n_tensors} tensors, {n_kv} metadata keys")
+        raise _HeaderError(f"{n_tensors} tensors, {n_kv} metadata keys")
     meta: dict[str, Any] = {}
     for _ in range(n_kv):
         key = _read_str(f)
@@ -154,7 +158,7 @@ def _read_header(f: BinaryIO) -> tuple[dict[str, Any], int]:
         _read_str(f)
         n_dims = _read(f, "<I")
         if n_dims > 8:
-            raise ValueError(f"tensor with {n_dims} dimensions")
+            raise _HeaderError(f"tensor with {n_dims} dimensions")
         n_elems = 1
         for _ in range(n_dims):
             n_elems *= _read(f, "<Q")
