@@ -8,6 +8,10 @@ Serve it on a schedule (needs a Prefect server: `prefect server start`, PREFECT_
 
     python flows/ingest.py ~/papers --prune --cron "0 * * * *"
 
+The run logs its summary and each failure (as a warning), returns the report as its result, and ends
+Failed when more documents or pages failed than ``max_failures`` (default 0), so that an operator sees it
+in the Prefect UI; its result is the report all the same.
+
 Settings (model, data folder, Qdrant URL, ...) come from DOCVEC_* variables as for the CLI. The embedded
 store has one owner: while this flow runs, `docvec ingest` and `docvec serve` cannot open it.
 """
@@ -17,8 +21,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed, Failed, State
 
 from docvec import Index, IngestFailure, IngestReport, Settings, StoreUnavailableError, discover
 
@@ -58,9 +63,15 @@ def prune_documents(index: Index) -> int:
 
 @flow(name="docvec-ingest")
 def ingest_flow(
-    paths: list[str], recursive: bool = True, prune: bool = False, tags: list[str] | None = None
-) -> IngestReport:
-    """Index documents under ``paths`` into docvec's store, as `docvec ingest` does."""
+    paths: list[str],
+    recursive: bool = True,
+    prune: bool = False,
+    tags: list[str] | None = None,
+    max_failures: int = 0,
+) -> State:
+    """Index documents under ``paths`` into docvec's store, as `docvec ingest` does; Failed when more than
+    ``max_failures`` documents or pages failed."""
+    logger = get_run_logger()
     files, failures = find_documents(paths, recursive)
     total = IngestReport(documents_failed=len(failures), failures=failures)
     with Index.open(Settings()) as index:
@@ -68,7 +79,12 @@ def ingest_flow(
             total += ingest_document(index, path, tags or [])
         if prune:
             total.documents_removed += prune_documents(index)
-    return total
+    logger.info(total.summary())
+    for failure in total.failures:
+        logger.warning(f"failed: {failure}")
+    if len(total.failures) > max_failures:
+        return Failed(message=f"{len(total.failures)} failures (max_failures={max_failures})", data=total)
+    return Completed(message=total.summary(), data=total)
 
 
 if __name__ == "__main__":
@@ -77,10 +93,19 @@ if __name__ == "__main__":
     ap.add_argument("--no-recursive", action="store_true")
     ap.add_argument("--prune", action="store_true")
     ap.add_argument("--tag", action="append", default=[])
+    ap.add_argument("--max-failures", type=int, default=0, help="failures a run may have and still succeed")
     ap.add_argument("--cron", help="serve the flow on this schedule (needs a Prefect server)")
     args = ap.parse_args()
-    params = {"paths": args.paths, "recursive": not args.no_recursive, "prune": args.prune, "tags": args.tag}
+    params = {
+        "paths": args.paths,
+        "recursive": not args.no_recursive,
+        "prune": args.prune,
+        "tags": args.tag,
+        "max_failures": args.max_failures,
+    }
     if args.cron:
         ingest_flow.serve(name="docvec-ingest-scheduled", cron=args.cron, parameters=params)
     else:
-        print(ingest_flow(**params).model_dump_json(indent=2))
+        state = ingest_flow(**params, return_state=True)
+        print(state.result(raise_on_failure=False).model_dump_json(indent=2))
+        raise SystemExit(0 if state.is_completed() else 1)

@@ -4,47 +4,26 @@
     python flows/query.py QUERIES OUT [-k 5]
 
 QUERIES holds one query a line, or JSON Lines of ``{"query": ..., "k": ...}`` (``k`` optional; a line
-starting with ``{`` is read as JSON). OUT gets one ``{"query", "k", "hits": [...]}`` line per query, each hit
-``{doc_id, source, page, score, tags}`` as ``docvec search --json`` prints it. Settings come from DOCVEC_*
-variables as for the CLI; the model is loaded once for the whole batch.
+starting with ``{`` is read as JSON); every line is checked before the model loads. OUT gets one
+``{"query", "k", "hits": [...]}`` line per query, each hit as ``docvec search --json`` prints it. Settings
+come from DOCVEC_* variables as for the CLI; the model is loaded once for the whole batch.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from docvec import Index, InputError, Settings
-from docvec._fileio import write_atomic
-
-
-def read_queries(path: Path, default_k: int) -> list[tuple[str, int]]:
-    """(query, k) pairs from a plain or JSON Lines file; blank lines are skipped."""
-    items: list[tuple[str, int]] = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith("{"):
-            try:
-                row = json.loads(text)
-                query, k = str(row["query"]), int(row.get("k", default_k))
-            except (ValueError, KeyError, TypeError):
-                raise InputError(f"{path} line {n}: expected {{'query': ..., 'k': ...}}") from None
-            items.append((query, k))
-        else:
-            items.append((text, default_k))
-    return items
+from docvec import DocvecError, Index, Settings, read_queries, write_results
 
 
 @task(cache_policy=NO_CACHE)
 def load_queries(path: str, default_k: int) -> list[tuple[str, int]]:
-    """Read the batch's queries."""
+    """Read the batch's queries (every line checked)."""
     return read_queries(Path(path), default_k)
 
 
@@ -58,12 +37,10 @@ def run_query(index: Index, query: str, k: int) -> dict[str, Any]:
 @flow(name="docvec-query")
 def query_flow(queries: str, out: str, k: int = 5) -> int:
     """Run every query in the file ``queries`` and write JSON Lines of hits to ``out``; returns the count."""
-    items = load_queries(queries, k)
+    items = load_queries(queries, k)  # a bad line fails the run before the model loads
     with Index.open(Settings()) as index:
         rows = [run_query(index, q, qk) for q, qk in items]
-    # written at the end, in one go: a failed batch leaves no half-written output behind
-    write_atomic(Path(out), "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8"))
-    return len(rows)
+    return write_results(Path(out), rows)  # in one go: a failed batch leaves no half-written file
 
 
 if __name__ == "__main__":
@@ -72,4 +49,8 @@ if __name__ == "__main__":
     ap.add_argument("out", help="JSON Lines output file")
     ap.add_argument("-k", type=int, default=5, help="pages per query when a line gives no k")
     args = ap.parse_args()
+    try:
+        read_queries(Path(args.queries), args.k)  # a bad line: one line here, not a flow run's traceback
+    except DocvecError as e:
+        raise SystemExit(f"error: {e}") from None
     print(f"{query_flow(args.queries, args.out, args.k)} queries -> {args.out}")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import shutil
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,21 +88,27 @@ def client(settings: Settings) -> Iterator[TestClient]:
 # -- search --------------------------------------------------------------------------------------------
 
 
+HIT_FIELDS = {"doc_id", "source", "name", "page", "score", "tags"}  # as `docvec search --json` prints
+
+
 def _check_hit(client: TestClient, hit: dict[str, object], docs: dict[str, Path]) -> None:
     by_id = {_doc_id(p): (n, p) for n, p in docs.items()}
-    assert set(hit) == {"doc_id", "source", "page", "score", "tags", "thumbnail_url", "image_url"}
+    assert set(hit) == HIT_FIELDS | {"thumbnail_url", "image_url", "file_url"}
     name, path = by_id[str(hit["doc_id"])]
-    assert hit["source"] == str(path.resolve())
+    assert hit["source"] == str(path.resolve()) and hit["name"] == name
     assert 1 <= int(str(hit["page"])) <= DOCS[name]
     base = f"/documents/{hit['doc_id']}/pages/{hit['page']}"
     assert (hit["thumbnail_url"], hit["image_url"]) == (f"{base}/thumbnail", f"{base}/image")
+    assert hit["file_url"] == f"/documents/{hit['doc_id']}/file"
 
 
 def test_search_post_and_get(client: TestClient, docs: dict[str, Path]) -> None:
-    r = client.post("/search", json={"query": "a page with a table", "top_k": 6})
+    r = client.post("/search", json={"query": "a page with a table", "k": 6})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["top_k"] == 6 and len(body["hits"]) == 6  # 6 indexed pages
+    assert body["k"] == 6 and len(body["hits"]) == 6  # 6 indexed pages
+    # `top_k`, the name before docvec spelled it `k` everywhere, is still understood
+    assert client.post("/search", json={"query": "a page with a table", "top_k": 6}).json() == body
     scores = [h["score"] for h in body["hits"]]
     assert scores == sorted(scores, reverse=True)
     pages = set()
@@ -131,21 +139,45 @@ def test_hit_urls_serve_page_images(client: TestClient) -> None:
 
 def test_search_filters(client: TestClient, docs: dict[str, Path]) -> None:
     one = _doc_id(docs["pysamples__minimal-document.pdf"])
-    r = client.post("/search", json={"query": "text", "top_k": 10, "filter": {"doc_id": one}})
+    r = client.post("/search", json={"query": "text", "k": 10, "filter": {"doc_id": one}})
     assert [(h["doc_id"], h["page"]) for h in r.json()["hits"]] == [(one, 1)]
-    r = client.post("/search", json={"query": "text", "top_k": 10, "filter": {"tags": {"team": "legal"}}})
+    r = client.post("/search", json={"query": "text", "k": 10, "filter": {"tags": {"team": "legal"}}})
     assert sorted(h["page"] for h in r.json()["hits"]) == [1, 2, 3, 4]
     both = {"team": "legal", "year": "2024"}
-    r = client.post("/search", json={"query": "text", "top_k": 10, "filter": {"tags": both}})
+    r = client.post("/search", json={"query": "text", "k": 10, "filter": {"tags": both}})
     assert sorted(h["page"] for h in r.json()["hits"]) == [1, 2, 3, 4]
     for tags in ({"team": "nobody"}, {"team": "legal", "year": "1999"}):  # every tag must hold
         r = client.post("/search", json={"query": "text", "filter": {"tags": tags}})
         assert r.status_code == 200 and r.json()["hits"] == []
     folder = str(docs[TAGGED].resolve().parent)
-    r = client.post("/search", json={"query": "text", "top_k": 10, "filter": {"source_prefix": folder}})
+    r = client.post("/search", json={"query": "text", "k": 10, "filter": {"source": folder}})
     assert len(r.json()["hits"]) == 6
-    r = client.post("/search", json={"query": "text", "filter": {"source_prefix": "/nowhere/"}})
+    r = client.post("/search", json={"query": "text", "filter": {"source": "/nowhere/"}})
     assert r.json()["hits"] == []
+    # a folder matches at path boundaries: not a sibling whose name extends it
+    r = client.post("/search", json={"query": "text", "k": 10, "filter": {"source": folder[:-1]}})
+    assert r.json()["hits"] == []
+    # one file
+    r = client.post(
+        "/search", json={"query": "text", "k": 10, "filter": {"source": str(docs[TAGGED].resolve())}}
+    )
+    assert sorted(h["page"] for h in r.json()["hits"]) == [1, 2, 3, 4]
+
+
+def test_get_search_takes_the_same_filters(client: TestClient, docs: dict[str, Path]) -> None:
+    one = _doc_id(docs["pysamples__minimal-document.pdf"])
+    get = client.get("/search", params={"q": "text", "k": 10, "doc_id": one}).json()
+    post = client.post("/search", json={"query": "text", "k": 10, "filter": {"doc_id": one}}).json()
+    assert get["hits"] == post["hits"] and [h["doc_id"] for h in get["hits"]] == [one]
+    params = [("q", "text"), ("k", "10"), ("tag", "team=legal"), ("tag", "year=2024")]
+    assert sorted(h["page"] for h in client.get("/search", params=params).json()["hits"]) == [1, 2, 3, 4]
+    folder = str(docs[TAGGED].resolve().parent)
+    assert len(client.get("/search", params={"q": "text", "k": 10, "source": folder}).json()["hits"]) == 6
+    for bad, fragment in (({"tag": "team"}, "key=value"), ({"doc_id": "xyz"}, "32 hex digits")):
+        r = client.get("/search", params={"q": "text", **bad})
+        assert r.status_code == 400 and fragment in r.json()["detail"], r.text
+    r = client.get("/search", params={"q": "text", "colour": "red"})
+    assert r.status_code == 422 and "colour" in r.json()["detail"]
 
 
 @pytest.mark.parametrize(
@@ -154,9 +186,9 @@ def test_search_filters(client: TestClient, docs: dict[str, Path]) -> None:
         ({"query": ""}, "query"),
         ({"query": "   "}, "empty"),
         ({"query": "x" * (MAX_QUERY_CHARS + 1)}, "query"),
-        ({"query": "x", "top_k": 0}, "top_k"),
-        ({"query": "x", "top_k": 101}, "top_k"),
-        ({"query": "x", "top_k": "many"}, "top_k"),
+        ({"query": "x", "k": 0}, "k"),
+        ({"query": "x", "k": 101}, "k"),
+        ({"query": "x", "k": "many"}, "k"),
         ({}, "query"),
         ({"query": "x", "filter": {"doc_id": "../../etc"}}, "doc_id"),
         ({"query": "x", "filter": {"tags": "team=legal"}}, "tags"),
@@ -195,7 +227,7 @@ def test_concurrent_searches_agree(client: TestClient) -> None:
     def worker(_: int) -> list[list[tuple[str, int, float]]]:
         out = []
         for q in queries:
-            r = client.post("/search", json={"query": q, "top_k": 4})
+            r = client.post("/search", json={"query": q, "k": 4})
             assert r.status_code == 200, r.text
             out.append([(h["doc_id"], h["page"], h["score"]) for h in r.json()["hits"]])
         return out
@@ -302,15 +334,19 @@ def test_upload_png_then_search_then_delete(client: TestClient, tmp_path: Path) 
     sha = hashlib.sha256(buf.getvalue()).hexdigest()
     assert up["doc_id"] == sha[:32] and up["pages"] == 1 and not up["already_indexed"]
     assert Path(up["source"]).name == f"{sha}.png" and Path(up["source"]).parent.name == "uploads"
+    assert up["name"] == "scan.png"  # kept under its content's name, shown under the client's
+    assert client.get(f"/documents/{up['doc_id']}").json()["name"] == "scan.png"
+    original = client.get(f"/documents/{up['doc_id']}/file")
+    assert original.content == buf.getvalue() and "scan.png" in original.headers["content-disposition"]
 
     hits = client.post("/search", json={"query": "scan", "filter": {"doc_id": up["doc_id"]}}).json()["hits"]
-    assert [(h["doc_id"], h["page"]) for h in hits] == [(up["doc_id"], 1)]
+    assert [(h["doc_id"], h["page"], h["name"]) for h in hits] == [(up["doc_id"], 1, "scan.png")]
     assert client.get(hits[0]["image_url"]).content.startswith(PNG)
     assert hits[0]["tags"] == {"kind": "scan"}
     assert client.get("/documents").json()["total"] == 4
 
     again = client.post("/documents", files={"file": ("copy.png", buf.getvalue(), "image/png")}).json()
-    assert again["doc_id"] == up["doc_id"] and again["already_indexed"]
+    assert again["doc_id"] == up["doc_id"] and again["already_indexed"] and again["name"] == "scan.png"
 
     assert Path(up["source"]).is_file()
     d = client.delete(f"/documents/{up['doc_id']}")
@@ -320,13 +356,75 @@ def test_upload_png_then_search_then_delete(client: TestClient, tmp_path: Path) 
     assert not Path(up["source"]).exists()  # the uploaded copy goes with its document
 
 
-def test_deleting_an_ingested_document_keeps_the_users_file(tmp_path: Path, tiny_dir: Path) -> None:
+def test_upload_of_content_indexed_from_a_file_reports_that_document(
+    client: TestClient, docs: dict[str, Path]
+) -> None:
+    data = docs[TAGGED].read_bytes()
+    r = client.post("/documents", files={"file": ("renamed.pdf", data, "application/pdf")})
+    assert r.status_code == 200, r.text
+    assert r.json() == {
+        "doc_id": _doc_id(docs[TAGGED]),
+        "source": str(docs[TAGGED].resolve()),
+        "name": TAGGED,
+        "pages": 4,
+        "already_indexed": True,
+    }
+    uploads = client.app.state.index.uploads  # type: ignore[attr-defined]
+    assert not list(uploads.glob(f"{hashlib.sha256(data).hexdigest()}.*"))  # no second copy kept
+    assert client.get("/documents").json()["total"] == 3
+
+
+def _finish(client: TestClient, job: dict[str, Any]) -> dict[str, Any]:
+    """Follow a job's status_url until it is done or failed."""
+    deadline = time.monotonic() + 60
+    while job["status"] not in ("done", "failed"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+        job = client.get(job["status_url"]).json()
+    return job
+
+
+def test_large_uploads_answer_202_with_a_job_to_follow(client: TestClient) -> None:
+    buf = io.BytesIO()
+    page_image(320, 240, seed=11).save(buf, "PNG")
+    r = client.post(
+        "/documents", params={"wait": "false"}, files={"file": ("big scan.png", buf.getvalue(), "image/png")}
+    )
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert job["status"] in ("queued", "running") and r.headers["location"] == job["status_url"]
+    job = _finish(client, job)
+    assert job["status"] == "done" and job["page"] == job["page_count"] == 1
+    assert job["result"]["name"] == "big scan.png" and job["result"]["pages"] == 1
+    assert client.delete(f"/documents/{job['result']['doc_id']}").status_code == 200
+    assert client.get("/jobs/" + "0" * 32).status_code == 404
+
+
+def test_failed_uploads_say_why_without_the_servers_paths(client: TestClient, documents: Path) -> None:
+    data_dir = str(client.app.state.index.settings.data_dir)  # type: ignore[attr-defined]
+    encrypted = (documents / "pysamples__libreoffice-writer-password.pdf").read_bytes()
+    r = client.post("/documents", files={"file": ("secret.pdf", encrypted, "application/pdf")})
+    assert r.status_code == 422 and r.json()["errors"][0]["path"] == "secret.pdf"
+    assert data_dir not in r.text and "uploads" not in r.text
+    r = client.post("/documents", params={"wait": "false"}, files={"file": ("secret.pdf", encrypted)})
+    job = _finish(client, r.json())
+    assert job["status"] == "failed" and "password" in job["detail"] and data_dir not in json.dumps(job)
+
+
+@contextmanager
+def _serving_a_file_of_mine(tmp_path: Path, tiny_dir: Path) -> Iterator[tuple[TestClient, Path]]:
+    """An app over an index of one image the user has in their own folder."""
     settings = _settings(tmp_path / "data", tiny_dir)
     mine = tmp_path / "mine.png"
     page_image(200, 300, seed=3).save(mine)
     with Index.open(settings) as ix:
         assert ix.add([mine]).ok
     with TestClient(create_app(settings)) as c:
+        yield c, mine
+
+
+def test_deleting_an_ingested_document_keeps_the_users_file(tmp_path: Path, tiny_dir: Path) -> None:
+    with _serving_a_file_of_mine(tmp_path, tiny_dir) as (c, mine):
         assert c.delete(f"/documents/{_doc_id(mine)}").json()["pages_removed"] == 1
     assert mine.is_file()  # only uploaded copies are docvec's to remove
 
@@ -376,7 +474,9 @@ def test_healthz_and_page(client: TestClient) -> None:
 
 @pytest.fixture(scope="module")
 def keyed_client(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    s = _settings(tmp_path_factory.mktemp("api-keyed"), tiny_dir, api_key="s3cret", max_upload_mb=1)
+    s = _settings(
+        tmp_path_factory.mktemp("api-keyed"), tiny_dir, api_key="s3cret", max_upload_mb=1, sync_upload_mb=0
+    )
     with TestClient(create_app(s)) as c:
         yield c
 
@@ -402,6 +502,28 @@ def test_oversized_upload_is_413(keyed_client: TestClient) -> None:
     assert r.status_code == 413
     uploads = keyed_client.app.state.index.uploads  # type: ignore[attr-defined]
     assert not any(uploads.iterdir())
+
+
+def test_uploads_over_the_sync_size_go_to_a_job(keyed_client: TestClient) -> None:
+    buf = io.BytesIO()
+    page_image(100, 100, seed=2).save(buf, "PNG")
+    h = {"X-API-Key": "s3cret"}
+    r = keyed_client.post("/documents", headers=h, files={"file": ("small.png", buf.getvalue())})
+    assert r.status_code == 202  # this server answers every upload over 0 MB with a job
+    assert keyed_client.get(r.json()["status_url"]).status_code == 401  # jobs need the key too
+    r = keyed_client.post(
+        "/documents", headers=h, params={"wait": "true"}, files={"file": ("small.png", buf.getvalue())}
+    )
+    assert r.status_code == 200 and r.json()["name"] == "small.png"
+
+
+def test_a_moved_file_is_not_served_and_its_path_not_told(tmp_path: Path, tiny_dir: Path) -> None:
+    with _serving_a_file_of_mine(tmp_path, tiny_dir) as (c, mine):
+        url = f"/documents/{_doc_id(mine)}/file"
+        assert c.get(url).content == mine.read_bytes()
+        mine.rename(tmp_path / "elsewhere.png")
+        r = c.get(url)
+        assert r.status_code == 404 and str(tmp_path) not in r.text
 
 
 def _free_port() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,11 @@ def _load_flow_module() -> object:
 
 
 def test_ingest_flow_indexes_then_skips(
-    prefect_harness: None, tmp_path: Path, documents: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+    prefect_harness: None,
+    tmp_path: Path,
+    documents: Path,
+    tiny_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -33,12 +38,26 @@ def test_ingest_flow_indexes_then_skips(
     monkeypatch.setenv("DOCVEC_EMBED__MAX_PIXELS", str(28 * 28 * 64))
     flow = _load_flow_module().ingest_flow  # type: ignore[attr-defined]
 
-    first: IngestReport = flow([str(docs)], tags=["via=prefect"])
+    # a failure makes the run Failed (visible in the Prefect UI), and its result is the report all the same
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    run_logger = logging.getLogger("prefect.flow_runs")  # Prefect's run loggers do not propagate
+    run_logger.addHandler(handler)
+    monkeypatch.setattr(run_logger, "level", logging.INFO)
+    state = flow([str(docs)], tags=["via=prefect"], return_state=True)
+    assert state.is_failed() and "1 failures" in (state.message or "")
+    first: IngestReport = state.result(raise_on_failure=False)
     assert (first.documents_indexed, first.pages_indexed, first.documents_failed) == (2, 2, 1)
     assert "not a document" in first.failures[0].reason
-    second: IngestReport = flow([str(docs)])
-    assert (second.documents_indexed, second.documents_skipped) == (0, 2)
+    run_logger.removeHandler(handler)
+    logged = [(r.levelname, r.getMessage()) for r in records]
+    assert ("INFO", first.summary()) in logged  # the run's log says what it did...
+    assert any(level == "WARNING" and "qpdf__bad1.pdf: not a document" in m for level, m in logged)
+    # with a threshold above the failures the run completes; its tags change in place, no re-embedding
+    second: IngestReport = flow([str(docs)], tags=["via=prefect", "again=yes"], max_failures=1)
+    assert (second.documents_indexed, second.documents_skipped, second.documents_updated) == (0, 2, 2)
 
     with Index.open(Settings()) as index:
         payloads = [p for _, p in index._store.scroll("docvec")]
-    assert len(payloads) == 2 and all(p["tags"] == ["via=prefect"] for p in payloads)
+    assert len(payloads) == 2 and all(p["tags"] == ["again=yes", "via=prefect"] for p in payloads)

@@ -174,7 +174,7 @@ def test_pull_offline_miss_names_repo_and_file(tmp_path: Path) -> None:
     assert MODEL.mmproj_repo in message
     assert MMPROJ in message
     assert "HF_HUB_OFFLINE" in message
-    assert "--model" in message
+    assert "DOCVEC_MODEL" in message
     assert type(info.value) is ToolError
 
 

@@ -49,13 +49,15 @@ def test_the_verbs_end_to_end(tmp_path: Path, documents: Path, small: Embedder, 
     with Index.open(_settings(tmp_path, tiny_dir), embedder=small) as index:
         report = index.add([docs / "report.pdf"], tags=["team=legal"])
         assert (report.documents_indexed, report.pages_indexed) == (1, 4) and report.ok
-        assert index.add([docs]).documents_indexed == 1  # the scan; the report is skipped unchanged
+        again = index.add([docs], tags=["team=legal"])  # the scan is new; the report is skipped unchanged
+        assert (again.documents_indexed, again.documents_skipped, again.documents_updated) == (1, 1, 0)
 
         hits = index.search("quarterly figures", k=10)
         assert len(hits) == 5 and [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-        legal = index.search("quarterly figures", k=10, filter=SearchFilter(tags={"team": "legal"}))
+        pdf = SearchFilter(source=str(docs / "report.pdf"), tags={"team": "legal"})
+        legal = index.search("quarterly figures", k=10, filter=pdf)
         assert {(h.source, h.page) for h in legal} == {(str(docs / "report.pdf"), n) for n in range(1, 5)}
-        assert all(h.tags == ["team=legal"] for h in legal)
+        assert all(h.tags == {"team": "legal"} and h.name == "report.pdf" for h in legal)
 
         listing = index.documents()
         assert listing.total == 2 and [d.source for d in listing.documents] == sorted(
@@ -122,3 +124,20 @@ def test_paths_under_home(
         assert index.documents().documents[0].source == str(tmp_path / "mine.png")
         assert index.delete("~/mine.png") == 1
     assert (tmp_path / "mine.png").is_file()  # a user's own file is never touched
+
+
+def test_delete_by_an_id_prefix_only_one_id_has(tmp_path: Path) -> None:
+    import numpy as np
+
+    from docvec._store import Point, point_id
+
+    with Index.open(tmp_path / "data") as index:
+        store = index._store
+        store.ensure_collection(index.collection, 4)
+        ids = ["abcd" + "1" * 28, "abcd" + "2" * 28, "beef" + "3" * 28]
+        vector = np.ones(4, np.float32)
+        store.upsert(index.collection, [Point(point_id(d), vector, {"doc_id": d, "source": d}) for d in ids])
+        with pytest.raises(InputError, match=r"2 documents have ids starting with 'abcd' \(abcd1+, abcd2+\)"):
+            index.delete("abcd")
+        assert index.delete("abcd2") == 1 and index.delete("be") == 1  # unique: that document
+        assert index.delete("abc") == 1 and index.count() == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -338,3 +339,89 @@ def test_unreachable_qdrant_server_fails_clearly(settings: Settings, docs: Path)
     )
     assert r.returncode == 2, r.stderr[-2000:]
     assert f"127.0.0.1:{port}" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_new_tags_update_an_unchanged_document_in_place(
+    tmp_path: Path, documents: Path, index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = tmp_path / "a.pdf"
+    shutil.copy(documents / "pysamples__pdflatex-4-pages.pdf", a)
+    assert index.add([a], tags=["team=ml"]).documents_indexed == 1
+    before = {pid: p["embedding"]["key"] for pid, p in _points(index).items()}
+    monkeypatch.setattr(Renderer, "pages", lambda *a, **k: pytest.fail("an unchanged file was rendered"))
+    r = index.add([a], tags=["team=legal", "year=2026"])
+    assert (r.documents_indexed, r.documents_skipped, r.documents_updated) == (0, 1, 1)
+    after = _points(index)
+    assert after.keys() == before.keys()  # the same points, not re-embedded ones
+    assert all(p["tags"] == ["team=legal", "year=2026"] for p in after.values())
+    assert index.count() == 4
+    r = index.add([a], tags=["team=legal", "year=2026"])
+    assert (r.documents_skipped, r.documents_updated) == (1, 0)  # nothing to change: no write
+
+
+def test_another_model_or_size_cannot_mix_into_a_collection(
+    tmp_path: Path, documents: Path, settings: Settings, tiny_files: ModelFiles
+) -> None:
+    from docvec import CollectionMismatchError
+
+    shutil.copy(documents / "pysamples__smile.png", tmp_path / "smile.png")
+    with (
+        Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2)) as emb,
+        Index.open(settings, embedder=emb) as index,
+    ):
+        assert index.add([tmp_path / "smile.png"]).documents_indexed == 1
+    # another page budget: searching is fine (queries are text), adding is not
+    other = settings.model_copy(update={"embed": EmbedSettings(max_pixels=SMALL * 4, threads=2)})
+    with Index.open(other) as index:
+        assert len(index.search("a face", 3)) == 1
+        with pytest.raises(CollectionMismatchError, match=r"pages at 3136\.\.50176 pixels.*200704 pixels"):
+            index.add([tmp_path / "smile.png"])
+    # another model file: neither
+    renamed = tmp_path / "model"
+    renamed.mkdir()
+    os.link(tiny_files.language_model, renamed / "other-F16.gguf")
+    os.link(tiny_files.mmproj, renamed / "mmproj-other-F16.gguf")
+    with Index.open(settings, model=str(renamed)) as index:
+        with pytest.raises(CollectionMismatchError, match=r"tiny-qwen25vl-F16\.gguf.*other-F16\.gguf"):
+            index.search("a face", 3)
+        with pytest.raises(CollectionMismatchError, match="DOCVEC_COLLECTION"):
+            index.add([tmp_path / "smile.png"])
+    # another collection takes them
+    with Index.open(settings, model=str(renamed), collection="other") as index:
+        assert index.add([tmp_path / "smile.png"]).documents_indexed == 1
+
+
+def test_unattended_runs_print_progress_lines(docs: Path, settings: Settings) -> None:
+    env = _env(settings, settings.data_dir)
+    r = CliRunner().invoke(app, ["ingest", str(docs / "sub"), "--progress-every", "0"], env=env)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("progress: ")]
+    assert lines, r.stderr
+    assert re.fullmatch(
+        r"progress: \d+/\d+ documents, \d+ pages, \d+\.\d\d pages/s(, ETA \d+[hms]\S*)?", lines[0]
+    )
+    assert lines[-1].startswith(f"progress: {len(list((docs / 'sub').iterdir()))}/")
+
+
+def test_ctrl_c_says_what_was_kept_and_exits_130(tmp_path: Path, documents: Path, settings: Settings) -> None:
+    folder = tmp_path / "k"
+    folder.mkdir()
+    for i in range(6):
+        shutil.copy(documents / "pysamples__pdflatex-4-pages.pdf", folder / f"copy{i}.pdf")
+        with open(folder / f"copy{i}.pdf", "ab") as f:
+            f.write(b"\n%" + bytes([65 + i]))  # six different documents
+    proc = _cli(["ingest", str(folder), "--progress-every", "0"], _env(settings, tmp_path / "data"))
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if line.startswith("progress: 1/6 documents"):  # one done, the next one on its way
+            break
+    proc.send_signal(signal.SIGINT)
+    out, errs = proc.communicate(timeout=120)
+    assert proc.returncode == 130, errs[-2000:]
+    assert re.search(r"interrupted: [1-6] documents \(\d+ pages\) were indexed and are kept", errs)
+    assert "Traceback" not in errs
+    report = _cli(["ingest", str(folder), "--json"], _env(settings, tmp_path / "data"))
+    out, errs = report.communicate(timeout=600)
+    resumed = IngestReport.model_validate_json(out)
+    assert resumed.documents_skipped >= 1 and resumed.documents_indexed + resumed.documents_skipped == 6

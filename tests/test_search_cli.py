@@ -55,7 +55,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path, small: Emb
             page_image(200 + 10 * seed, 280, seed=seed).save(root / "docs" / folder / f"p{seed}.png")
         with Index.open(s, embedder=small) as ix:
             assert ix.add([root / "docs" / folder], tags=tags).pages_indexed == len(seeds)
-    # a folder whose name extends another's: a prefix must match it, a doc_id/tag filter must not
+    # a folder whose name extends another's: a source filter must not take it for the shorter one
     (root / "docs" / "legalese").mkdir()
     page_image(260, 280, seed=6).save(root / "docs" / "legalese" / "p6.png")
     with Index.open(s, embedder=small) as ix:
@@ -65,16 +65,19 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path, small: Emb
 
 def test_parse_filters() -> None:
     doc = "0123456789abcdef" * 2
-    f = SearchFilter.parse([f"doc_id={doc}", "source=/x/y", "team = legal", "year=2024"])
-    assert f == SearchFilter(doc_id=doc, source_prefix="/x/y", tags={"team": "legal", "year": "2024"})
+    f = SearchFilter.parse([f"doc_id={doc}", "source=/x/y", "tag=team = legal", "tag=year=2024"])
+    assert f == SearchFilter(doc_id=doc, source="/x/y", tags={"team": "legal", "year": "2024"})
     assert f.tag_list == ("team=legal", "year=2024")
     assert SearchFilter.parse([]).is_empty
-    with pytest.raises(InputError, match="filter doc_id: String should match pattern"):
+    with pytest.raises(InputError, match="filter doc_id: a document id is 32 hex digits"):
         SearchFilter.parse(["doc_id=not-an-id"])
-    # stored sources are absolute: a relative prefix is made absolute, keeping a trailing separator
-    assert SearchFilter.parse(["source=docs/"]).source_prefix == str(Path.cwd() / "docs") + os.sep
-    assert SearchFilter.parse(["source=~/p"]).source_prefix == str(Path.home() / "p")
-    for bad in (["team"], ["=x"], ["team="], ["doc_id=a", "doc_id=b"], ["team=a", "team=b"]):
+    # an unknown key is an error, not a tag (as it was before `tag=`)
+    with pytest.raises(InputError, match=r"unknown key 'team' \(known: doc_id=.*source=.*tag="):
+        SearchFilter.parse(["team=legal"])
+    # stored sources are absolute: a relative one is made absolute
+    assert SearchFilter.parse(["source=docs/"]).source == str(Path.cwd() / "docs")
+    assert SearchFilter.parse(["source=~/p"]).source == str(Path.home() / "p")
+    for bad in (["tag=team"], ["=x"], ["tag="], ["doc_id=a", "doc_id=b"], ["tag=team=a", "tag=team=b"]):
         with pytest.raises(InputError):
             SearchFilter.parse(bad)
 
@@ -94,9 +97,11 @@ def test_filters_narrow_the_results(indexed: Settings, small: Embedder) -> None:
         assert _names(run(SearchFilter(tags={"team": "ops"}))) == {"p3.png", "p4.png", "p5.png"}
         assert _names(run(SearchFilter(tags={"team": "legal", "year": "2024"}))) == {"p1.png", "p2.png"}
         assert run(SearchFilter(tags={"team": "ops", "year": "2024"})) == []  # all tags must hold
-        assert _names(run(SearchFilter(source_prefix=str(docs / "legal")))) == {"p1.png", "p2.png", "p6.png"}
-        assert _names(run(SearchFilter(source_prefix=str(docs / "legal") + "/"))) == {"p1.png", "p2.png"}
-        assert run(SearchFilter(source_prefix="/nowhere")) == []
+        # a folder at path boundaries: legal/, not legalese/; with or without the trailing separator
+        assert _names(run(SearchFilter(source=str(docs / "legal")))) == {"p1.png", "p2.png"}
+        assert _names(run(SearchFilter(source=str(docs / "legal") + "/"))) == {"p1.png", "p2.png"}
+        assert _names(run(SearchFilter(source=str(docs / "legal" / "p1.png")))) == {"p1.png"}
+        assert run(SearchFilter(source="/nowhere")) == []
         one = everything[3]
         assert [h.doc_id for h in run(SearchFilter(doc_id=one.doc_id))] == [one.doc_id]
         both = SearchFilter(doc_id=one.doc_id, tags={"team": "ops", "year": "2024"})
@@ -119,11 +124,13 @@ def test_cli_search_table_and_json(indexed: Settings) -> None:
     r = runner.invoke(app, ["search", "invoice total", "-k", "3"], env=_env(indexed))
     assert r.exit_code == 0, r.output
     assert "rank" in r.stdout and ".png" in r.stdout
-    r = runner.invoke(app, ["search", "invoice total", "--json", "--filter", "team=ops"], env=_env(indexed))
+    r = runner.invoke(
+        app, ["search", "invoice total", "--json", "--filter", "tag=team=ops"], env=_env(indexed)
+    )
     assert r.exit_code == 0, r.output
     hits = json.loads(r.stdout)
-    assert len(hits) == 3 and all(h["tags"] == ["team=ops"] for h in hits)
-    assert set(hits[0]) == {"doc_id", "source", "page", "score", "tags"} and hits[0]["page"] == 1
+    assert len(hits) == 3 and all(h["tags"] == {"team": "ops"} for h in hits)
+    assert set(hits[0]) == {"doc_id", "source", "name", "page", "score", "tags"} and hits[0]["page"] == 1
 
 
 @pytest.mark.parametrize(
@@ -133,6 +140,7 @@ def test_cli_search_table_and_json(indexed: Settings) -> None:
         (["search", "x", "-k", "101"], "k must be between 1 and 100, not 101"),
         (["search", "  "], "the query is empty"),
         (["search", "x", "--filter", "nokey"], "is not of the form key=value"),
+        (["search", "x", "--filter", "colour=red"], "unknown key 'colour'"),
     ],
 )
 def test_cli_search_errors_are_one_clear_line(args: list[str], message: str, indexed: Settings) -> None:
@@ -161,10 +169,48 @@ def test_query_flow_writes_json_lines(
         ("signature page", 2, 2),
         ("balance sheet", 4, 4),
     ]
-    assert {"doc_id", "source", "page", "score", "tags"} == set(rows[0]["hits"][0])
+    assert {"doc_id", "source", "name", "page", "score", "tags"} == set(rows[0]["hits"][0])
 
 
 def test_cli_search_before_anything_is_indexed(indexed: Settings, tmp_path: Path) -> None:
     env = {**_env(indexed), "DOCVEC_DATA_DIR": str(tmp_path / "empty")}
     r = runner.invoke(app, ["search", "x"], env=env)
     assert r.exit_code == 2 and "run `docvec ingest` first" in " ".join(r.output.split())
+
+
+def test_query_file_lines_are_checked_first(tmp_path: Path) -> None:
+    from docvec import read_queries
+
+    good = tmp_path / "good.txt"
+    good.write_text('  invoice total \n\n{"query": "signature page", "k": 2}\n')
+    assert read_queries(good, 5) == [("invoice total", 5), ("signature page", 2)]
+    for line, reason in (
+        ('{"query": "x", "k": 500}', "line 2: k must be between 1 and 100"),
+        ('{"k": 3}', "line 2: expected a query"),
+        ('{"query": "  "}', "line 2: the query is empty"),
+        ("{not json", "line 2: expected a query"),
+    ):
+        bad = tmp_path / "bad.txt"
+        bad.write_text("fine\n" + line + "\n")
+        with pytest.raises(InputError, match=reason) as info:
+            read_queries(bad, 5)
+        assert str(bad) in str(info.value)
+
+
+def test_query_flow_script_reports_a_bad_line_in_one_line(indexed: Settings, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    queries = tmp_path / "q.txt"
+    queries.write_text("first\n{broken\n")
+    env = {**os.environ, **_env(indexed), "DOCVEC_MODEL": str(tmp_path / "no-model")}  # never loaded
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "flows" / "query.py"), str(queries), str(tmp_path / "out.jsonl")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"error: {queries}: line 2: expected a query, or {{'query': ..., 'k': ...}}"
+    assert not (tmp_path / "out.jsonl").exists()

@@ -14,6 +14,7 @@ from ._config import EmbedSettings, RenderSettings, Settings
 from ._embed import Embedder
 from ._errors import (
     BackendError,
+    CollectionMismatchError,
     CollectionNotFoundError,
     ConfigError,
     DocvecError,
@@ -35,6 +36,7 @@ from ._errors import (
 )
 from ._index import Index
 from ._modelfiles import ModelFiles
+from ._queries import read_queries, write_results
 from ._records import (
     DocumentList,
     DocumentSummary,
@@ -51,6 +53,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
+    "CollectionMismatchError",
     "CollectionNotFoundError",
     "ConfigError",
     "DocumentList",
@@ -85,4 +88,6 @@ __all__ = [
     "Upload",
     "__version__",
     "discover",
+    "read_queries",
+    "write_results",
 ]

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["RENDER_TIMEOUT_S", "EmbedSettings", "RenderSettings", "Settings"]
+__all__ = ["RENDER_TIMEOUT_S", "EmbedSettings", "RenderSettings", "Settings", "default_cache_dir"]
 
 #: Time limit for rendering one document, in seconds (the renderer's default too).
 RENDER_TIMEOUT_S = 300.0
@@ -21,7 +21,8 @@ def _default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "docvec"
 
 
-def _default_cache_dir() -> Path:
+def default_cache_dir() -> Path:
+    """docvec's cache folder when ``DOCVEC_CACHE_DIR`` does not name one."""
     return Path.home() / ".cache" / "docvec"
 
 
@@ -80,7 +81,7 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default_factory=_default_data_dir, description="Where docvec keeps its data.")
     cache_dir: Path = Field(
-        default_factory=_default_cache_dir,
+        default_factory=default_cache_dir,
         description="Downloads and build outputs: the llama-cpp-python source, built wheels, test models.",
     )
     model: str = Field(
@@ -94,6 +95,14 @@ class Settings(BaseSettings):
     qdrant_api_key: str | None = Field(None, description="API key of the Qdrant server.")
     api_key: str | None = Field(None, description="When set, the REST API asks for it (X-API-Key header).")
     max_upload_mb: int = Field(50, ge=1, description="Largest document `POST /documents` accepts, in MB.")
+    sync_upload_mb: float = Field(
+        2.0,
+        ge=0,
+        description=(
+            "`POST /documents` indexes uploads up to this size before it answers (200); larger ones are "
+            "indexed in the background (202, with a job to follow at /jobs/{id})."
+        ),
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from ._errors import NotFoundError
+from ._errors import InputError, NotFoundError, RenderError
 from ._pagestore import PageStore
-from ._records import DocumentList, DocumentSummary
+from ._records import DocumentList, DocumentSummary, display_name
+from ._sources import sha256_of
 from ._store import Filter, Store
 
-__all__ = ["delete", "list_documents", "page_file", "pages_of", "target_filter"]
+__all__ = ["delete", "document_file", "list_documents", "page_file", "pages_of", "target_filter"]
 
 log = logging.getLogger("docvec")
+
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 def list_documents(store: Store, collection: str, *, offset: int = 0, limit: int = 100) -> DocumentList:
@@ -68,12 +72,36 @@ def page_file(store: Store, collection: str, pages: PageStore, doc_id: str, page
         ) from None
 
 
-def target_filter(target: str) -> Filter:
-    """Which points ``target`` names: a document id, or (an existing file, or anything with a path
-    separator) every document read from that path. For people typing either at a prompt."""
+def document_file(store: Store, collection: str, doc_id: str) -> tuple[Path, str, str]:
+    """A document's file as it was indexed (an upload's kept copy included), its display name and kind;
+    :class:`NotFoundError` (naming no server path) when the file is gone or has changed since."""
+    payload = pages_of(store, collection, doc_id)[0]
+    path = Path(str(payload.get("source")))
+    try:
+        unchanged = path.is_file() and sha256_of(path) == payload.get("content_sha256")
+    except RenderError:  # unreadable now
+        unchanged = False
+    if not unchanged:
+        raise NotFoundError(f"the file of document {doc_id} is no longer as it was indexed")
+    return path, display_name(payload), str(payload.get("kind"))
+
+
+def target_filter(store: Store, collection: str, target: str) -> Filter:
+    """Which points ``target`` names, for people typing at a prompt: an existing file, or anything with a
+    path separator, is every document read from that path; otherwise a document id, or the start of one
+    that only one document's id has (:class:`InputError` when several do)."""
     p = Path(target).expanduser()
     if p.exists() or os.sep in target:
         return Filter(sources=(str(p.resolve()),))
+    if len(target) < 32 and _HEX.fullmatch(target) and collection in store.collections():
+        matches = sorted(d for d in store.facet(collection, "doc_id") if d.startswith(target))
+        if len(matches) > 1:
+            shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+            raise InputError(
+                f"{len(matches)} documents have ids starting with {target!r} ({shown}): give more"
+            )
+        if matches:
+            return Filter(doc_ids=(matches[0],))
     return Filter(doc_ids=(target,))
 
 

@@ -6,6 +6,7 @@ exception types. A message names the input (file, item, collection, URL) and say
 
     DocvecError
     ├── ConfigError                settings that cannot work (bad dim, bad pixel bounds, ...)
+    │   └── CollectionMismatchError    a collection whose vectors another model or other settings made
     ├── ModelError                 a model that cannot be found or loaded
     │   ├── ModelNotFoundError         a path or registry name that points at nothing usable
     │   ├── ModelFileError             a missing, corrupt or wrong-kind GGUF file (names the file)
@@ -32,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "BackendError",
+    "CollectionMismatchError",
     "CollectionNotFoundError",
     "ConfigError",
     "DocvecError",
@@ -68,6 +70,11 @@ class _AboutAFile(Exception):
 
 class ConfigError(DocvecError):
     """A setting has a value docvec cannot work with."""
+
+
+class CollectionMismatchError(ConfigError):
+    """A collection holds vectors that another model, vector size or page budget made: searching it, or
+    adding to it, with these settings would mix two kinds of vectors (the message names both)."""
 
 
 class ModelError(DocvecError):

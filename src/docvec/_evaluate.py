@@ -10,6 +10,7 @@ temporary data folder, so the user's own index is never touched, and every query
 from __future__ import annotations
 
 import json
+import logging
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,8 @@ from ._errors import InputError
 from ._index import Index
 from ._records import Hit, check_k
 from ._sources import discover
+
+log = logging.getLogger("docvec")
 
 __all__ = ["Dataset", "EvalReport", "QueryResult", "evaluate", "load_dataset", "ndcg_at", "recall_at"]
 
@@ -125,6 +128,8 @@ class EvalReport:
     pages_indexed: int
     documents_failed: int
     queries_unjudged: int
+    #: corpus-ids judged relevant that name no page of the corpus (a missing file, a page past its end)
+    unknown_judged: list[str] = field(default_factory=list)
     per_query: list[QueryResult] = field(default_factory=list)
 
     def to_dict(self, *, per_query: bool = False) -> dict[str, Any]:
@@ -137,6 +142,7 @@ class EvalReport:
             "pages_indexed": self.pages_indexed,
             "documents_failed": self.documents_failed,
             "queries_unjudged": self.queries_unjudged,
+            "unknown_judged": len(self.unknown_judged),
         }
         if per_query:
             out["per_query"] = [r.__dict__ for r in self.per_query]
@@ -153,8 +159,9 @@ def evaluate(
     """Index ``folder``'s corpus into a temporary store, run every judged query, return the metrics.
 
     Queries without a relevant judgement (score > 0) are not scored (as BEIR does) and are counted in
-    ``queries_unjudged``. Two corpus files with the same stem would make corpus-ids ambiguous and are
-    refused. ``embedder`` lets a caller reuse an open model; otherwise ``settings.model`` is opened.
+    ``queries_unjudged``; judged corpus-ids that name no page of the corpus are listed in
+    ``unknown_judged`` (and logged). Two corpus files with the same stem would make corpus-ids ambiguous and
+    are refused. ``embedder`` lets a caller reuse an open model; otherwise ``settings.model`` is opened.
     """
     check_k(k)
     data = load_dataset(folder)
@@ -172,6 +179,9 @@ def evaluate(
         )
         with Index.open(s, embedder=embedder) as index:
             report = index.add([data.corpus])
+            pages = {
+                Path(d.source).stem: d.page_count for d in index.documents(limit=len(files) or 1).documents
+            }
             results = []
             for qid in sorted(judged):
                 hits = index.search(data.queries[qid], k)
@@ -185,6 +195,12 @@ def evaluate(
                     )
                 )
     n = len(results)
+    known = {f"{stem}#{page}" for stem, count in pages.items() for page in range(1, count + 1)}
+    unknown = sorted({cid for rel in judged.values() for cid, r in rel.items() if r > 0} - known)
+    if unknown:
+        log.warning(
+            "qrels name %d corpus ids that are not in the corpus: %s", len(unknown), ", ".join(unknown[:5])
+        )
     return EvalReport(
         k=k,
         queries=n,
@@ -193,5 +209,6 @@ def evaluate(
         pages_indexed=report.pages_indexed,
         documents_failed=report.documents_failed,
         queries_unjudged=len(data.queries) - n,
+        unknown_judged=unknown,
         per_query=results,
     )

@@ -31,8 +31,10 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
+from ._config import default_cache_dir
 from ._errors import ModelNotFoundError, ToolError
 from ._modelfiles import ModelFiles
+from ._tiny_model import REGISTRY_NAME, find_tiny_model, tiny_model_dir
 
 __all__ = [
     "REGISTRY",
@@ -243,11 +245,15 @@ def find_cached(
     return ModelFiles(language_model=lm_path, mmproj=mmproj_path)
 
 
-def find_registered(name: str) -> ModelFiles | None:
-    """The cached files of registry model ``name`` at its default quantization; None for other names.
+def find_registered(name: str, *, cache_dir: Path | None = None) -> ModelFiles | None:
+    """The local files of a model setting that names a model instead of a path: a downloaded registry
+    model at its default quantization, or ``tiny``, the offline test model built in docvec's cache folder
+    ``cache_dir`` (by ``docvec demo`` or ``docvec models pull tiny``); ``None`` otherwise.
 
-    The hook :func:`docvec.modelfiles.resolve_model` calls for a model setting that is not a path.
+    The hook :func:`docvec._modelfiles.resolve_model` calls for a model setting that is not a path.
     """
+    if name.lower() == REGISTRY_NAME:
+        return find_tiny_model(tiny_model_dir(cache_dir or default_cache_dir()))
     if name.lower() not in {n.lower() for n in REGISTRY}:
         return None
     return find_cached(name)
@@ -299,7 +305,8 @@ def _download(repo_id: str, filename: str, revision: str, cache_dir: Path | None
     return path
 
 
-_LOCAL_MODEL_HINT = "or pass a local model folder with --model"
+# what is left when the Hub is out of reach: files copied in from a machine that has them
+_LOCAL_MODEL_HINT = "or copy the model's two GGUF files here and set DOCVEC_MODEL to their folder"
 
 
 def _failure_message(exc: Exception, repo_id: str, filename: str, revision: str) -> str:

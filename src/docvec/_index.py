@@ -12,6 +12,7 @@ load.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Sequence
@@ -22,12 +23,22 @@ from . import _documents, _search
 from ._closing import Closing
 from ._config import Settings
 from ._embed import Embedder
-from ._errors import CollectionNotFoundError, IngestError
-from ._ingest import Ingestor, ProgressFn
+from ._errors import CollectionNotFoundError, IngestError, InputError
+from ._ingest import Ingestor, PageFn, ProgressFn
 from ._pagestore import PageStore
-from ._records import DocumentList, Hit, IngestReport, PagePayload, SearchFilter, Upload, parse_tags
+from ._provenance import check_same_vectors, embedding_info, recorded_info
+from ._records import (
+    DocumentList,
+    Hit,
+    IngestReport,
+    PagePayload,
+    SearchFilter,
+    Upload,
+    display_name,
+    parse_tags,
+)
 from ._render import Renderer
-from ._sources import save_upload
+from ._sources import SourceDocument, save_upload
 from ._store import Filter, Store, open_store
 
 __all__ = ["Index"]
@@ -62,6 +73,7 @@ class Index(Closing):
         self._renderer: Renderer | None = None
         self._model_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._search_checked = False  # whether the collection's vectors were found to fit the model
 
     @classmethod
     def open(
@@ -88,7 +100,10 @@ class Index(Closing):
         """The model, loaded on first use."""
         with self._model_lock:
             if self._embedder is None:
-                self._embedder = Embedder.open(self.settings.model, self.settings.embed)
+                from ._hub import find_registered  # huggingface_hub: only when a model is opened
+
+                find = functools.partial(find_registered, cache_dir=self.settings.cache_dir)
+                self._embedder = Embedder.open(self.settings.model, self.settings.embed, find_registered=find)
             return self._embedder
 
     def prepare(self) -> None:
@@ -133,34 +148,58 @@ class Index(Closing):
         with self._write_lock:
             return ingestor.run(paths, recursive=recursive, prune=prune, tags=tag_list, progress=progress)
 
+    def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
+        """The first half of :meth:`add_upload`: keep the upload (refused, with nothing kept, when over
+        ``limit`` bytes, empty or no document) and identify it, without indexing it yet."""
+        return save_upload(stream, self.uploads, limit=limit, name=name)
+
     def add_upload(
-        self, stream: BinaryIO, *, name: str = "the upload", tags: Sequence[str] = (), limit: int
+        self,
+        upload: BinaryIO | SourceDocument,
+        *,
+        name: str | None = None,
+        tags: Sequence[str] = (),
+        limit: int | None = None,
+        progress: PageFn | None = None,
     ) -> Upload:
         """Keep an uploaded document under the data folder's ``uploads/`` and index it.
 
-        ``name`` is the client's file name, for messages. Refused with nothing kept: a bad tag
+        ``upload`` is the byte stream (then ``limit``, its largest size, is required), or what
+        :meth:`keep_upload` kept of it. ``name`` is the client's file name: the document's display name,
+        and the only name its messages use. Content already indexed (from a file, or an earlier upload) is
+        reported as that document, and no second copy is kept. Refused with nothing kept: a bad tag
         (:class:`~docvec.InputError`), more than ``limit`` bytes (:class:`~docvec.TooLargeError`), no
         document (:class:`~docvec.RenderError`), or a document that cannot be indexed
-        (:class:`~docvec.IngestError`, with the reasons).
+        (:class:`~docvec.IngestError`, with the reasons). ``progress`` hears of each page.
         """
         tag_list = parse_tags(tags)
         ingestor = self._ingest_stage()
-        document = save_upload(stream, self.uploads, limit=limit, name=name)
+        if isinstance(upload, SourceDocument):
+            document = upload
+        elif limit is None:
+            raise InputError("add_upload needs the largest size it may take (limit)")
+        else:
+            document = self.keep_upload(upload, name=name, limit=limit)
+        shown = name or document.name
         with self._write_lock:
-            report = ingestor.ingest(document, tags=tag_list)
+            report = ingestor.ingest(document, tags=tag_list, progress=progress)
             ingestor.commit()
-        if report.documents_failed:
-            if not self._store.count(self.collection, Filter(sources=(str(document.path),))):
+            stored = next(iter(self._store.scroll(self.collection, Filter(doc_ids=(document.doc_id,)))), None)
+            kept = stored is not None and stored[1].get("source") == str(document.path)
+            # not indexed, or indexed from elsewhere: this copy is not needed (unless a page still uses it)
+            if not kept and not self._store.count(self.collection, Filter(sources=(str(document.path),))):
                 document.path.unlink(missing_ok=True)
+        if stored is None:
             raise IngestError(
-                f"{name} could not be indexed: " + "; ".join(f.reason for f in report.failures),
-                [f.model_dump(exclude_none=True) for f in report.failures],
+                f"{shown} could not be indexed: " + "; ".join(f.reason for f in report.failures),
+                [{**f.model_dump(exclude_none=True), "path": shown} for f in report.failures],
             )
-        pages = self._store.count(self.collection, Filter(doc_ids=(document.doc_id,)))
+        payload = stored[1]
         return Upload(
             doc_id=document.doc_id,
-            source=str(document.path),
-            pages=pages,
+            source=str(payload.get("source")),
+            name=display_name(payload),
+            pages=self._store.count(self.collection, Filter(doc_ids=(document.doc_id,))),
             already_indexed=not report.documents_indexed,
         )
 
@@ -168,10 +207,21 @@ class Index(Closing):
         """The ``k`` pages (1..100) that best match ``query``, best first, among those ``filter`` admits.
 
         The query and ``k`` are checked before the model is loaded. Searching a collection nothing was
-        indexed into raises :class:`~docvec.CollectionNotFoundError` saying so.
+        indexed into raises :class:`~docvec.CollectionNotFoundError` saying so, and one whose vectors
+        another model (or vector size) made :class:`~docvec.CollectionMismatchError`.
         """
         _search.check_query(query, k)
         embedder = self.embedder
+        if not self._search_checked:
+            recorded = recorded_info(self._store, self.collection)
+            check_same_vectors(
+                recorded,
+                embedding_info(embedder),
+                collection=self.collection,
+                where=self._store.where,
+                for_search=True,
+            )
+            self._search_checked = recorded is not None
         try:
             return _search.search(embedder, self._store, self.collection, query, k=k, flt=filter)
         except CollectionNotFoundError:
@@ -196,15 +246,21 @@ class Index(Closing):
         field = "thumbnail" if thumbnail else "image"
         return _documents.page_file(self._store, self.collection, self.pages, doc_id, page, field)
 
+    def document_file(self, doc_id: str) -> tuple[Path, str, str]:
+        """The document's file as it was indexed (an upload's kept copy included), with its display name
+        and kind; :class:`~docvec.NotFoundError` when the file is gone or has changed since."""
+        return _documents.document_file(self._store, self.collection, doc_id)
+
     def delete(self, target: str, *, by: Literal["auto", "doc_id", "path"] = "auto") -> int:
         """Remove a document by id, or every document read from a path; returns the pages removed.
 
-        ``by="auto"`` reads an existing file, or anything with a path separator, as a path (for people
-        typing either at a prompt); a server passes ``by="doc_id"`` so that nothing is guessed. An uploaded
-        document's kept copy goes with it; a user's own files are never touched.
+        ``by="auto"`` reads an existing file, or anything with a path separator, as a path, and anything
+        else as a document id or the start of one that only one document's id has (for people typing at a
+        prompt); a server passes ``by="doc_id"`` so that nothing is guessed. An uploaded document's kept
+        copy goes with it; a user's own files are never touched.
         """
         if by == "auto":
-            flt = _documents.target_filter(target)
+            flt = _documents.target_filter(self._store, self.collection, target)
         elif by == "path":
             flt = Filter(sources=(str(Path(target).expanduser().resolve()),))
         else:

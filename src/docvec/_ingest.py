@@ -15,8 +15,7 @@ The rules that make runs repeatable:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -27,30 +26,38 @@ import numpy as np
 from ._embed import Embedder
 from ._errors import InputError, RenderError, StoreError, StoreUnavailableError
 from ._pagestore import PageStore, StoredPage
-from ._records import EmbeddingInfo, IngestFailure, IngestReport, PagePayload
+from ._provenance import check_same_vectors, embedding_info, recorded_info
+from ._records import IngestFailure, IngestReport, PagePayload
 from ._render import DocumentInfo, PageFailure, Renderer
 from ._sources import SourceDocument, discover, identify
 from ._store import Filter, Point, Store, point_id
 
-__all__ = ["Ingestor", "ProgressFn", "embedding_info"]
+__all__ = ["IngestProgress", "Ingestor", "PageFn", "ProgressFn"]
 
 log = logging.getLogger("docvec")
 
-ProgressFn = Callable[[str, int, int], None]  # (path, pages done, page count)
+PageFn = Callable[[int, int], None]  # (pages of the current document done, its page count)
 
 
-def embedding_info(embedder: Embedder) -> EmbeddingInfo:
-    """What identifies the vectors ``embedder`` makes (model files, vector size, image bounds)."""
-    fields = {
-        "profile": embedder.profile.name,
-        "model": embedder.files.language_model.name,
-        "mmproj": embedder.files.mmproj.name,
-        "dim": embedder.dim,
-        "min_pixels": embedder.bounds.min_pixels,
-        "max_pixels": embedder.bounds.max_pixels,
-    }
-    key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-    return EmbeddingInfo(**fields, key=key)  # type: ignore[arg-type]
+@dataclasses.dataclass(frozen=True)
+class IngestProgress:
+    """Where an ingest run stands, after each page and each document."""
+
+    documents_total: int  # files the run reads
+    documents_done: int  # of those, finished (indexed, skipped or failed)
+    current: str | None  # the file being read
+    page: int  # its pages done
+    page_count: int  # its pages (0 until it is opened)
+    report: IngestReport  # what the finished documents came to
+
+
+ProgressFn = Callable[[IngestProgress], None]
+
+
+def _tell(
+    progress: ProgressFn, total: int, done: int, path: str, report: IngestReport, page: int, count: int
+) -> None:
+    progress(IngestProgress(total, done, path, page, count, report))
 
 
 def _failed(path: object, reason: str) -> IngestReport:
@@ -59,7 +66,11 @@ def _failed(path: object, reason: str) -> IngestReport:
 
 class Ingestor:
     """Ingests documents into one collection of a store; one at a time (a renderer renders one document
-    at a time), so callers that share one serialise their calls."""
+    at a time), so callers that share one serialise their calls.
+
+    A collection whose vectors another model or other settings made is refused at once
+    (:class:`~docvec.CollectionMismatchError`): adding to it would mix two kinds of vectors.
+    """
 
     def __init__(
         self, embedder: Embedder, store: Store, pages: PageStore, renderer: Renderer, *, collection: str
@@ -70,6 +81,13 @@ class Ingestor:
         self.renderer = renderer
         self.collection = collection
         self.info = embedding_info(embedder)
+        check_same_vectors(
+            recorded_info(store, collection),
+            self.info,
+            collection=collection,
+            where=store.where,
+            for_search=False,
+        )
         store.ensure_collection(collection, embedder.dim)
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -85,14 +103,22 @@ class Ingestor:
     ) -> IngestReport:
         """Index every document under ``paths``; skip unchanged ones; with ``prune``, drop vanished files.
 
-        ``tags`` are stored ``"key=value"`` strings. Per-document and per-page problems become failure
-        records and the run goes on; a store that cannot be reached ends the run with
+        ``tags`` are stored ``"key=value"`` strings: a document's tags are those of the last run that read
+        it (an unchanged document whose tags differ is updated in place, without re-embedding it).
+        Per-document and per-page problems become failure records and the run goes on; a store that
+        cannot be reached ends the run with
         :class:`~docvec.StoreUnavailableError` (what was written stays).
         """
         files, failures = discover(paths, recursive=recursive)
         report = IngestReport(documents_failed=len(failures), failures=failures)
-        for path in files:
-            report += self.ingest_file(path, tags=tags, progress=progress)
+        for done, path in enumerate(files):
+            on_page = None
+            if progress is not None:
+                # page by page: the finished documents' report, and where this one stands
+                on_page = functools.partial(_tell, progress, len(files), done, str(path), report)
+            report += self.ingest_file(path, tags=tags, progress=on_page)
+            if progress is not None:
+                progress(IngestProgress(len(files), done + 1, None, 0, 0, report))
         if prune:
             report.documents_removed += self.prune()
         self.commit()
@@ -104,7 +130,7 @@ class Ingestor:
         self.store.flush()
 
     def ingest_file(
-        self, path: Path, *, tags: Sequence[str] = (), progress: ProgressFn | None = None
+        self, path: Path, *, tags: Sequence[str] = (), progress: PageFn | None = None
     ) -> IngestReport:
         """Index one file (see :meth:`run`); what happened to it, as a report of its own."""
         try:
@@ -114,14 +140,14 @@ class Ingestor:
         return self.ingest(document, tags=tags, progress=progress)
 
     def ingest(
-        self, document: SourceDocument, *, tags: Sequence[str] = (), progress: ProgressFn | None = None
+        self, document: SourceDocument, *, tags: Sequence[str] = (), progress: PageFn | None = None
     ) -> IngestReport:
         """Index an identified document, or skip it when the store holds all of it already."""
         source = str(document.path)
         try:
             state = self._state(document.doc_id)
             if state.complete:
-                return self._skip(document, state.source)
+                return self._skip(document, state, list(tags))
             info = self.renderer.open(document.path, document.kind)
             document = dataclasses.replace(document, page_count=info.page_count)
             report, written = self._index(document, list(tags), progress)
@@ -152,17 +178,27 @@ class Ingestor:
 
     # -- one document -------------------------------------------------------------------------------
 
-    def _skip(self, document: SourceDocument, indexed_from: str | None) -> IngestReport:
+    def _skip(self, document: SourceDocument, state: _DocState, tags: list[str]) -> IngestReport:
+        """An unchanged document: nothing is rendered or embedded; a move or new tags update its pages'
+        payloads in place."""
         source = str(document.path)
-        if indexed_from != source and indexed_from and not Path(indexed_from).exists():
-            self._move(document.doc_id, source)  # a moved or renamed file: no re-embedding
-        elif indexed_from != source:
-            log.info("%s: same content as %s, already indexed", source, indexed_from)
+        update: dict[str, object] = {}
+        if state.source != source and state.source and not Path(state.source).exists():
+            log.info("%s moved to %s: updating its pages", state.source, source)
+            update |= {"source": source, "name": document.name}
+        elif state.source != source:
+            log.info("%s: same content as %s, already indexed", source, state.source)
+            tags = state.tags  # another copy's run does not retag the document
+        if tags != state.tags:
+            log.info("%s: tags %s -> %s", source, state.tags, tags)
+            update["tags"] = tags
+        if update:
+            self.store.set_payload(self.collection, Filter(doc_ids=(document.doc_id,)), update)
         pages = self.store.count(self.collection, Filter(doc_ids=(document.doc_id,)))
-        return IngestReport(documents_skipped=1, pages_skipped=pages)
+        return IngestReport(documents_skipped=1, pages_skipped=pages, documents_updated=int(bool(update)))
 
     def _index(
-        self, document: SourceDocument, tags: list[str], progress: ProgressFn | None
+        self, document: SourceDocument, tags: list[str], progress: PageFn | None
     ) -> tuple[IngestReport, int]:
         """Render and embed every page, then write them all; the report holds the pages that failed (and
         the document, when none could be rendered), the number the pages written."""
@@ -183,7 +219,7 @@ class Ingestor:
                 else:
                     rendered.append((item.number, item.image.size, vec, self.pages.put(item.image)))
             if progress:
-                progress(str(path), done, document.page_count)
+                progress(done, document.page_count)
         report = IngestReport(pages_failed=len(failed), failures=failed)
         if not rendered:
             return report + _failed(path, "no page could be rendered"), 0
@@ -195,6 +231,7 @@ class Ingestor:
                 payload=PagePayload(
                     doc_id=document.doc_id,
                     source=str(path),
+                    name=document.name,
                     page=number,
                     page_count=document.page_count,
                     pages_indexed=len(rendered),
@@ -215,24 +252,18 @@ class Ingestor:
         return report, len(points)
 
     def _state(self, doc_id: str) -> _DocState:
-        """Whether the store holds all of a document's pages for this embedding key."""
+        """Whether the store holds all of a document's pages for this embedding key, where it was read from
+        and its tags."""
         flt = Filter(doc_ids=(doc_id,))
         first = next(iter(self.store.scroll(self.collection, flt, batch=1)), None)
         if first is None:
-            return _DocState(complete=False, source=None)
+            return _DocState(complete=False, source=None, tags=[])
         payload = first[1]
+        source, tags = payload.get("source"), sorted(str(t) for t in payload.get("tags") or ())
         if payload.get("embedding", {}).get("key") != self.info.key:
-            return _DocState(complete=False, source=payload.get("source"))
+            return _DocState(complete=False, source=source, tags=tags)
         n = self.store.count(self.collection, flt)
-        return _DocState(complete=n == payload.get("pages_indexed"), source=payload.get("source"))
-
-    def _move(self, doc_id: str, new: str) -> None:
-        log.info("document %s moved to %s: updating its pages", doc_id, new)
-        moved = [
-            Point(id=p.id, vector=p.vector, payload={**p.payload, "source": new})
-            for p in self.store.scroll(self.collection, Filter(doc_ids=(doc_id,)), with_vectors=True)
-        ]
-        self.store.upsert(self.collection, moved)
+        return _DocState(complete=n == payload.get("pages_indexed"), source=source, tags=tags)
 
     def _remove_old_versions(self, source: str, doc_id: str) -> int:
         """After a file's new version is written: delete points of its old versions and old settings."""
@@ -249,3 +280,4 @@ class Ingestor:
 class _DocState:
     complete: bool
     source: str | None
+    tags: list[str]

@@ -12,12 +12,21 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+)
 
 from ._errors import InputError
 
 __all__ = [
     "DOC_ID_PATTERN",
+    "FILTER_KEYS",
     "MAX_K",
     "DocumentList",
     "DocumentSummary",
@@ -30,6 +39,7 @@ __all__ = [
     "SearchFilter",
     "Upload",
     "check_k",
+    "display_name",
     "parse_tag",
     "parse_tags",
     "tag_dict",
@@ -115,6 +125,9 @@ class PagePayload(BaseModel):
 
     doc_id: str = Field(description="Document id: the first 32 hex digits of the file's SHA-256.")
     source: str = Field(description="Absolute path of the file the document was read from.")
+    name: str | None = Field(
+        None, description="Display name: the file's name, or an upload's original name (older pages: none)."
+    )
     page: int = Field(ge=1, description="Page number, 1-based.")
     page_count: int = Field(ge=1, description="Pages in the document.")
     pages_indexed: int = Field(ge=1, description="Pages of the document in the index (the others failed).")
@@ -138,6 +151,9 @@ class IngestFailure(BaseModel):
     page: int | None = Field(None, description="The page, when only that page failed.")
     reason: str
 
+    def __str__(self) -> str:
+        return f"{self.path} page {self.page}: {self.reason}" if self.page else f"{self.path}: {self.reason}"
+
 
 class IngestReport(BaseModel):
     """What an ingest run did: `docvec ingest --json` prints this."""
@@ -151,12 +167,25 @@ class IngestReport(BaseModel):
     documents_failed: int = 0
     pages_failed: int = 0
     documents_removed: int = Field(0, description="Removed by --prune (files gone) or replaced by a change.")
+    documents_updated: int = Field(
+        0, description="Unchanged documents moved or retagged in place (counted as skipped too)."
+    )
     failures: list[IngestFailure] = Field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         """True when nothing failed."""
         return not self.failures
+
+    def summary(self) -> str:
+        """The run in one line, as ``docvec ingest`` and the ingest flow report it."""
+        return (
+            f"indexed {self.documents_indexed} documents ({self.pages_indexed} pages); "
+            f"skipped {self.documents_skipped} unchanged ({self.pages_skipped} pages"
+            + (f", {self.documents_updated} updated in place" if self.documents_updated else "")
+            + f"); failed {self.documents_failed} documents, {self.pages_failed} pages"
+            + (f"; removed {self.documents_removed}" if self.documents_removed else "")
+        )
 
     def __add__(self, other: IngestReport) -> IngestReport:
         """The counts and failures of both runs."""
@@ -171,17 +200,35 @@ class IngestReport(BaseModel):
 # -- search --------------------------------------------------------------------------------------------
 
 
+#: The keys ``--filter`` and ``GET /search`` take, and what each means.
+FILTER_KEYS = {
+    "doc_id": "only this document (32 hex digits)",
+    "source": "only documents read from this file, or from under this folder",
+    "tag": "only pages tagged key=value (repeatable: every one must hold)",
+}
+
+
 class SearchFilter(BaseModel):
-    """Which pages a search considers: one document, sources under a path prefix, and tags.
+    """Which pages a search considers: one document, a file or folder they were read from, and tags.
 
     Every given condition must hold, every tag included; an empty filter (the default) matches every page.
+    The same three conditions go by the same names everywhere: ``docvec search --filter doc_id=...
+    --filter source=... --filter tag=key=value``, ``GET /search?doc_id=...&source=...&tag=key=value``, and
+    ``POST /search`` with ``{"filter": {"doc_id": ..., "source": ..., "tags": {"key": "value"}}}``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     doc_id: str | None = Field(None, pattern=DOC_ID_PATTERN, description="Only this document.")
-    source_prefix: str | None = Field(
-        None, min_length=1, max_length=4096, description="Only documents read from under this path."
+    source: str | None = Field(
+        None,
+        min_length=1,
+        max_length=4096,
+        validation_alias=AliasChoices("source", "source_prefix"),
+        description=(
+            "Only documents read from this file, or from under this folder (whole path components: "
+            "/docs/a matches /docs/a/x.pdf, not /docs/ab.pdf)."
+        ),
     )
     tags: Annotated[dict[str, str] | None, AfterValidator(_tags_mapping)] = Field(
         None, description="Only pages tagged key=value (as given to `docvec ingest --tag`), all of them."
@@ -189,37 +236,40 @@ class SearchFilter(BaseModel):
 
     @classmethod
     def parse(cls, items: Iterable[str]) -> SearchFilter:
-        """A filter from ``key=value`` strings as given to ``--filter``: ``doc_id=...``, ``source=...`` (a
-        path prefix, made absolute like the stored sources), anything else a tag; :class:`InputError` on a
-        malformed or repeated one."""
-        doc_id: str | None = None
-        prefix: str | None = None
+        """A filter from ``key=value`` strings (``--filter``, ``GET /search``): ``doc_id=ID``,
+        ``source=PATH`` (made absolute like the stored sources) and ``tag=KEY=VALUE``; :class:`InputError`
+        for an unknown key, a malformed item or a condition given twice."""
+        found: dict[str, str] = {}
         tags: dict[str, str] = {}
         for item in items:
             key, sep, value = item.partition("=")
-            if not sep or not key.strip() or not value.strip():
-                raise InputError(f"filter {item!r} is not of the form key=value")
             key, value = key.strip(), value.strip()
-            if key == "doc_id":
-                if doc_id is not None and doc_id != value:
-                    raise InputError(f"filter doc_id given twice ({doc_id!r} and {value!r})")
-                doc_id = value
-            elif key == "source":
-                value = _absolute_prefix(value)
-                if prefix is not None and prefix != value:
-                    raise InputError(f"filter source given twice ({prefix!r} and {value!r})")
-                prefix = value
-            else:
-                if key in tags and tags[key] != value:
+            if not sep or not key or not value:
+                raise InputError(f"filter {item!r} is not of the form key=value")
+            if key not in FILTER_KEYS:
+                known = "; ".join(f"{k}=: {what}" for k, what in FILTER_KEYS.items())
+                raise InputError(f"filter {item!r}: unknown key {key!r} (known: {known})")
+            if key == "tag":
+                tag_key, tag_value = parse_tag(value)
+                if tags.get(tag_key, tag_value) != tag_value:
                     # a page has one value per key: asking for two can match nothing
-                    raise InputError(f"filter {key} given twice ({tags[key]!r} and {value!r})")
-                tags[key] = value
+                    raise InputError(
+                        f"filter tag {tag_key} given twice ({tags[tag_key]!r} and {tag_value!r})"
+                    )
+                tags[tag_key] = tag_value
+                continue
+            if key == "source":
+                value = os.path.abspath(os.path.expanduser(value))
+            if found.get(key, value) != value:
+                raise InputError(f"filter {key} given twice ({found[key]!r} and {value!r})")
+            found[key] = value
         try:
-            return cls(doc_id=doc_id, source_prefix=prefix, tags=tags or None)
+            return cls(doc_id=found.get("doc_id"), source=found.get("source"), tags=tags or None)
         except ValidationError as e:
             first = e.errors()[0]
             field = ".".join(str(p) for p in first.get("loc", ()))
-            raise InputError(f"filter {field}: {first.get('msg', 'invalid')}") from None
+            message = "a document id is 32 hex digits" if field == "doc_id" else first.get("msg", "invalid")
+            raise InputError(f"filter {field}: {message}") from None
 
     @property
     def tag_list(self) -> tuple[str, ...]:
@@ -229,32 +279,29 @@ class SearchFilter(BaseModel):
     @property
     def is_empty(self) -> bool:
         """True when the filter has no condition."""
-        return self.doc_id is None and self.source_prefix is None and not self.tags
+        return self.doc_id is None and self.source is None and not self.tags
 
 
-def _absolute_prefix(prefix: str) -> str:
-    # Sources are stored as absolute paths, so "~/papers" or "docs/" must be made absolute to match; a
-    # trailing separator is kept, since "docs/" (that folder) and "docs" (also "docs-old/...") differ.
-    absolute = os.path.abspath(os.path.expanduser(prefix))
-    if prefix.endswith(os.sep) and not absolute.endswith(os.sep):
-        absolute += os.sep
-    return absolute
+def display_name(payload: dict[str, Any]) -> str:
+    """What to call a stored document: its recorded name, else its file's name."""
+    return str(payload.get("name") or os.path.basename(str(payload.get("source", ""))))
 
 
 class Hit(BaseModel):
     """One matching page: its document, 1-based page number, cosine score and tags.
 
     ``payload`` (everything stored with the page) is there for callers; its JSON form (``model_dump``,
-    what ``docvec search --json`` and the batch-query flow print) leaves it out.
+    what ``docvec search --json``, the batch-query flow and the API print) leaves it out.
     """
 
     model_config = ConfigDict(frozen=True)
 
     doc_id: str
     source: str = Field(description="The file the document was read from.")
+    name: str = Field(description="Display name: the file's name, or an upload's original name.")
     page: int = Field(ge=1, description="Page number, 1-based.")
     score: float = Field(description="Cosine similarity; higher is closer.")
-    tags: list[str] = Field(default_factory=list, description='"key=value" strings.')
+    tags: dict[str, str] = Field(default_factory=dict, description="The document's tags, key to value.")
     payload: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @field_serializer("score")
@@ -267,9 +314,10 @@ class Hit(BaseModel):
         return cls(
             doc_id=str(payload.get("doc_id")),
             source=str(payload.get("source")),
+            name=display_name(payload),
             page=int(payload.get("page", 1)),
             score=score,
-            tags=[str(t) for t in payload.get("tags") or ()],
+            tags=tag_dict(payload.get("tags") or ()),
             payload=payload,
         )
 
@@ -282,6 +330,7 @@ class DocumentSummary(BaseModel):
 
     doc_id: str
     source: str
+    name: str = Field(description="Display name: the file's name, or an upload's original name.")
     kind: str = Field(description="pdf or image.")
     page_count: int = Field(description="Pages in the document.")
     pages_indexed: int = Field(description="Pages in the index (the others failed).")
@@ -294,6 +343,7 @@ class DocumentSummary(BaseModel):
         return cls(
             doc_id=str(payload["doc_id"]),
             source=str(payload.get("source", "")),
+            name=display_name(payload),
             kind=str(payload.get("kind", "")),
             page_count=int(payload.get("page_count", 0)),
             pages_indexed=int(payload.get("pages_indexed", 0)),
@@ -315,7 +365,10 @@ class Upload(BaseModel):
     """An uploaded document, indexed (or found already there)."""
 
     doc_id: str
-    source: str = Field(description="Where docvec keeps the uploaded copy.")
+    source: str = Field(
+        description="Where the document is read from: the uploaded copy, or the file it was indexed from."
+    )
+    name: str = Field(description="Display name: the upload's original name, or the existing document's.")
     pages: int = Field(description="Pages of the document in the index.")
     already_indexed: bool
 

@@ -17,6 +17,7 @@ import contextlib
 import math
 import os
 import queue
+import signal
 import threading
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
@@ -137,6 +138,8 @@ def serve(tasks: Connection, results: Connection) -> None:
     # This process decodes for docvec alone: docvec's rule (source_too_large, checked on every frame, where
     # Pillow checks only the first one when opening) is the one that applies, with docvec's message.
     Image.MAX_IMAGE_PIXELS = None
+    # Ctrl-C at a terminal reaches the whole process group: the parent decides what stops, and stops us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     out: queue.Queue[Outgoing | None] = queue.Queue(maxsize=PREFETCH)
     sender = threading.Thread(target=_send_loop, args=(out, results), name="docvec-render-send", daemon=True)
     sender.start()

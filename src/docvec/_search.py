@@ -3,6 +3,8 @@ and a :class:`~docvec.SearchFilter` to the store's :class:`Filter`."""
 
 from __future__ import annotations
 
+import os
+
 from ._embed import Embedder
 from ._errors import InputError
 from ._records import Hit, SearchFilter, check_k
@@ -19,15 +21,17 @@ def check_query(query: str, k: int) -> None:
         raise InputError("the query is empty")
 
 
-def _sources_under(store: Store, collection: str, prefix: str) -> tuple[str, ...]:
-    """The distinct ``source`` values in ``collection`` that start with ``prefix``.
+def _sources_under(store: Store, collection: str, path: str) -> tuple[str, ...]:
+    """The distinct ``source`` values in ``collection`` that are ``path`` or lie under it, whole path
+    components only (``/docs/a`` takes ``/docs/a/x.pdf``, not ``/docs/ab.pdf``).
 
     Qdrant's keyword indexes match whole values, so the sources are read from the ``source`` index
     (:meth:`Store.facet`, no scan of the points) and the search then asks for exactly those. Filtering hits
     after an over-fetch would be cheaper but can return fewer than ``k`` hits even when ``k`` matching
     pages exist.
     """
-    return tuple(sorted(s for s in store.facet(collection, "source") if s.startswith(prefix)))
+    folder = path if path.endswith(os.sep) else path + os.sep
+    return tuple(sorted(s for s in store.facet(collection, "source") if s == path or s.startswith(folder)))
 
 
 def _docs_with_all_tags(store: Store, collection: str, tags: tuple[str, ...]) -> set[str]:
@@ -54,8 +58,8 @@ def to_store_filter(store: Store, collection: str, flt: SearchFilter) -> Filter 
     doc_ids: tuple[str, ...] = (flt.doc_id,) if flt.doc_id is not None else ()
     sources: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
-    if flt.source_prefix is not None:
-        sources = _sources_under(store, collection, flt.source_prefix)
+    if flt.source is not None:
+        sources = _sources_under(store, collection, flt.source)
         if not sources:
             return None
     wanted = flt.tag_list

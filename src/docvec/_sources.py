@@ -29,6 +29,7 @@ __all__ = [
     "document_id",
     "identify",
     "save_upload",
+    "sha256_of",
 ]
 
 #: Files found in folders are considered only with these suffixes; named files are always tried, and
@@ -45,6 +46,7 @@ class SourceDocument:
     doc_id: str
     sha256: str
     kind: DocumentKind
+    name: str  # what to call it: the file's name, or an upload's original name
     page_count: int = 0  # 0 until the renderer has opened it
 
 
@@ -90,11 +92,12 @@ def identify(path: Path) -> SourceDocument:
     kind = detect_kind(path)
     if kind is None:
         raise RenderError(path, _NOT_A_DOCUMENT)
-    sha = _sha256(path)
-    return SourceDocument(path=path, doc_id=document_id(sha), sha256=sha, kind=kind)
+    sha = sha256_of(path)
+    return SourceDocument(path=path, doc_id=document_id(sha), sha256=sha, kind=kind, name=path.name)
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """The file's SHA-256 (hex); :class:`RenderError` when it cannot be read."""
     h = hashlib.sha256()
     try:
         with path.open("rb") as f:
@@ -105,13 +108,15 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def save_upload(stream: BinaryIO, folder: Path, *, limit: int, name: str = "the upload") -> SourceDocument:
+def save_upload(stream: BinaryIO, folder: Path, *, limit: int, name: str | None = None) -> SourceDocument:
     """Stream an upload into ``folder`` as ``<sha256>.<ext>`` (the extension from its content) and
     identify it; nothing is kept when it is over ``limit`` bytes (:class:`TooLargeError`), empty or no
-    document (:class:`RenderError`). ``name`` (the client's file name) appears in messages only.
+    document (:class:`RenderError`). ``name`` (the client's file name) is the document's display name and
+    the one its messages use: the server's own paths never appear in them.
 
     The same bytes uploaded twice are one file: a second upload replaces the first with identical content.
     """
+    shown = name or "the upload"
     folder.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     size = 0
@@ -121,7 +126,7 @@ def save_upload(stream: BinaryIO, folder: Path, *, limit: int, name: str = "the 
             while block := stream.read(1 << 20):
                 size += len(block)
                 if size > limit:
-                    raise TooLargeError(f"upload over {limit} bytes", item=name)
+                    raise TooLargeError(f"upload over {limit} bytes", item=shown)
                 h.update(block)
                 tmp.write(block)
         except BaseException:
@@ -130,17 +135,17 @@ def save_upload(stream: BinaryIO, folder: Path, *, limit: int, name: str = "the 
             raise
     try:
         if size == 0:
-            raise RenderError(name, "the upload is empty")
+            raise RenderError(shown, "the upload is empty")
         kind = detect_kind(tmp_path)
         ext = _extension(tmp_path, kind)
         if kind is None or ext is None:
-            raise RenderError(name, _NOT_A_DOCUMENT)
+            raise RenderError(shown, _NOT_A_DOCUMENT)
         sha = h.hexdigest()
         final = folder / f"{sha}.{ext}"
         tmp_path.replace(final)
     finally:
         tmp_path.unlink(missing_ok=True)
-    return SourceDocument(path=final, doc_id=document_id(sha), sha256=sha, kind=kind)
+    return SourceDocument(path=final, doc_id=document_id(sha), sha256=sha, kind=kind, name=name or final.name)
 
 
 def _extension(path: Path, kind: DocumentKind | None) -> str | None:

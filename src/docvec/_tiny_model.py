@@ -11,11 +11,37 @@ from ._errors import ToolError
 from ._modelfiles import ModelFiles
 from ._toolchain import LlamaCppSource
 
-__all__ = ["TINY_NAME", "build_tiny_model"]
+__all__ = ["REGISTRY_NAME", "TINY_NAME", "build_tiny_model", "find_tiny_model", "tiny_model_dir"]
 
 log = logging.getLogger("docvec")
 
+#: the base name of the tiny model's files
 TINY_NAME = "tiny-qwen25vl"
+#: its name as a model setting (``DOCVEC_MODEL=tiny``): the build in the cache folder
+REGISTRY_NAME = "tiny"
+_STAMP = "docvec-tiny.json"
+
+
+def tiny_model_dir(cache_dir: Path) -> Path:
+    """Where ``docvec demo`` and ``docvec models pull tiny`` build the tiny model."""
+    return cache_dir / "models" / "tiny"
+
+
+def find_tiny_model(out_dir: Path, *, seed: int = 0, outtype: OutType = "f16") -> ModelFiles | None:
+    """The tiny model built in ``out_dir`` with this seed and type, or ``None`` when there is none."""
+    lm = out_dir / f"{TINY_NAME}-{outtype.upper()}.gguf"
+    mm = out_dir / f"mmproj-{TINY_NAME}-{outtype.upper()}.gguf"
+    try:
+        stamp = json.loads((out_dir / _STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    if stamp == _stamp(seed, outtype) and lm.is_file() and mm.is_file():
+        return ModelFiles(lm, mm)
+    return None
+
+
+def _stamp(seed: int, outtype: str) -> dict[str, object]:
+    return {"seed": seed, "outtype": outtype, "version": 1}
 
 
 def build_tiny_model(
@@ -33,16 +59,10 @@ def build_tiny_model(
             f"building the test model needs PyTorch and transformers ({e.name} is missing): "
             "pip install 'docvec[tools]'"
         ) from None
-    stamp = out_dir / "docvec-tiny.json"
-    want = {"seed": seed, "outtype": outtype, "version": 1}
-    lm = out_dir / f"{TINY_NAME}-{outtype.upper()}.gguf"
-    mm = out_dir / f"mmproj-{TINY_NAME}-{outtype.upper()}.gguf"
-    if stamp.is_file() and lm.is_file() and mm.is_file():
-        try:
-            if json.loads(stamp.read_text()) == want:
-                return ModelFiles(lm, mm)
-        except (OSError, ValueError):
-            pass
+    built = find_tiny_model(out_dir, seed=seed, outtype=outtype)
+    if built is not None:
+        return built
+    stamp = out_dir / _STAMP
     source = LlamaCppSource.in_cache(cache_dir)
     for old in out_dir.glob("*.gguf"):
         old.unlink()
@@ -50,5 +70,5 @@ def build_tiny_model(
     log.info("building the tiny test model in %s", out_dir)
     build_checkpoint(out_dir / "hf", source.qwen2_vocab, seed=seed, cache_dir=cache_dir / "tokenizers")
     files = convert_checkpoint(out_dir / "hf", out_dir, source=source, name=TINY_NAME, outtype=outtype).main
-    stamp.write_text(json.dumps(want))
+    stamp.write_text(json.dumps(_stamp(seed, outtype)))
     return files

@@ -207,6 +207,10 @@ class Backend(Protocol):
         """Delete every point matching a non-empty ``flt``."""
         ...
 
+    def set_payload(self, name: str, flt: Filter, payload: dict[str, Any]) -> None:
+        """Set the fields of ``payload`` on every point matching a non-empty ``flt`` (others unchanged)."""
+        ...
+
     def scroll(
         self, name: str, flt: Filter | None, limit: int, offset: Any, with_vectors: bool
     ) -> tuple[list[Record], Any]:
@@ -354,6 +358,14 @@ class Store(Closing):
             raise StoreError(f"collection {name!r}: delete_where needs a filter with at least one condition")
         self._dim(name)
         self.backend.delete_where(name, flt)
+
+    def set_payload(self, name: str, flt: Filter, payload: dict[str, Any]) -> None:
+        """Set the fields of ``payload`` on every point matching ``flt``, keeping their other fields and
+        their vectors; an empty filter is refused."""
+        if flt.is_empty:
+            raise StoreError(f"collection {name!r}: set_payload needs a filter with at least one condition")
+        self._dim(name)
+        self.backend.set_payload(name, flt, payload)
 
     # -- reads -------------------------------------------------------------------------------------
 

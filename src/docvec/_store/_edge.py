@@ -290,12 +290,14 @@ class EdgeBackend:
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
     def delete_where(self, name: str, flt: Filter) -> None:
-        qfilter = _to_edge_filter(flt)
-        if qfilter is None:  # the core refuses this first: never delete everything by accident
-            raise StoreError(f"collection {name!r}: delete_where needs a filter with a condition")
         shard = self._shard(name)
         with self._translate(name, "delete_where"):
-            shard.update(qe.UpdateOperation.delete_points_by_filter(qfilter))
+            shard.update(qe.UpdateOperation.delete_points_by_filter(_required_filter(name, flt)))
+
+    def set_payload(self, name: str, flt: Filter, payload: dict[str, Any]) -> None:
+        shard = self._shard(name)
+        with self._translate(name, "set_payload"):
+            shard.update(qe.UpdateOperation.set_payload_by_filter(_required_filter(name, flt), payload))
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -390,6 +392,13 @@ class EdgeBackend:
             log.info("closed embedded store %s", self.path)
             if first_error is not None:
                 raise first_error
+
+
+def _required_filter(name: str, flt: Filter) -> qe.Filter:
+    qfilter = _to_edge_filter(flt)
+    if qfilter is None:  # the core refuses this first: never touch every point by accident
+        raise StoreError(f"collection {name!r}: this operation needs a filter with a condition")
+    return qfilter
 
 
 def _to_edge_filter(flt: Filter | None) -> qe.Filter | None:

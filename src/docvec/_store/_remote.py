@@ -288,11 +288,14 @@ class RemoteBackend:
         self._call("delete", name, partial(self._client.delete, name, selector, wait=True))
 
     def delete_where(self, name: str, flt: Filter) -> None:
-        qfilter = _to_client_filter(flt)
-        if qfilter is None:  # the core refuses this first: never delete everything by accident
-            raise StoreError(f"collection {name!r}: delete_where needs a filter with a condition")
-        selector = models.FilterSelector(filter=qfilter)
+        selector = _required_selector(name, flt)
         self._call("delete_where", name, lambda: self._client.delete(name, selector, wait=True))
+
+    def set_payload(self, name: str, flt: Filter, payload: dict[str, Any]) -> None:
+        selector = _required_selector(name, flt)
+        self._call(
+            "set_payload", name, lambda: self._client.set_payload(name, payload, points=selector, wait=True)
+        )
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -360,6 +363,13 @@ class RemoteBackend:
             self._client.close()
         except Exception as exc:
             raise StoreError(f"closing {self.where} failed: {_describe(exc)}") from exc
+
+
+def _required_selector(name: str, flt: Filter) -> models.FilterSelector:
+    qfilter = _to_client_filter(flt)
+    if qfilter is None:  # the core refuses this first: never touch every point by accident
+        raise StoreError(f"collection {name!r}: this operation needs a filter with a condition")
+    return models.FilterSelector(filter=qfilter)
 
 
 def _to_client_filter(flt: Filter | None) -> models.Filter | None:

@@ -3,6 +3,7 @@ guard in front, the error mapping, the routes."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,6 +14,7 @@ from .._config import Settings
 from .._index import Index
 from ._errors import install_error_handlers
 from ._guard import Guard
+from ._jobs import Jobs
 from ._models import ErrorResponse
 from ._routes import router
 
@@ -21,19 +23,24 @@ __all__ = ["create_app"]
 log = logging.getLogger("docvec")
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
     """The docvec API for ``settings``; the model and the stores are opened when the app starts.
 
     ``settings.api_key`` (when set) is required as the ``X-API-Key`` header; ``settings.max_upload_mb``
-    bounds ``POST /documents``.
+    bounds ``POST /documents``. ``index``, when given, is an open (and prepared) index the app serves
+    instead, and leaves open for its owner (``docvec serve`` opens it first, to report a failure in one
+    line).
     """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # One owner of the embedded store: this process, for its whole life.
-        with Index.open(settings) as index:
-            index.prepare()  # a bad model fails now, not at the first request
-            app.state.index = index
+        with contextlib.ExitStack() as stack:
+            served = index or stack.enter_context(Index.open(settings))
+            served.prepare()  # a bad model fails now, not at the first request
+            app.state.index = served
+            app.state.jobs = jobs = Jobs(app.state.redact)
+            stack.callback(jobs.close)  # before the index closes: the running upload finishes first
             log.info("serving %s from %s", settings.collection, settings.data_dir)
             try:
                 yield
@@ -53,7 +60,9 @@ def create_app(settings: Settings) -> FastAPI:
         },
     )
     app.state.upload_limit = settings.max_upload_mb * 1024 * 1024
-    install_error_handlers(app)
+    app.state.sync_upload_limit = int(settings.sync_upload_mb * 1024 * 1024)
+    # the server's own folders never reach a client's error message
+    app.state.redact = install_error_handlers(app, hide={str(settings.data_dir): "<data folder>"})
     app.add_middleware(Guard, api_key=settings.api_key or None, upload_limit=app.state.upload_limit)
     app.include_router(router)
     return app

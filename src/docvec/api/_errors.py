@@ -4,6 +4,8 @@ response never carries a traceback."""
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -11,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from .._errors import (
+    CollectionMismatchError,
     CollectionNotFoundError,
     ConfigError,
     DocvecError,
@@ -34,6 +37,7 @@ _STATUS: list[tuple[type[DocvecError], int]] = [
     (NotFoundError, 404),
     (CollectionNotFoundError, 404),
     (TooLargeError, 413),
+    (CollectionMismatchError, 409),
     (IngestError, 422),
     (RenderError, 422),
     (InputError, 400),
@@ -54,15 +58,32 @@ def error_response(status: int, detail: str, errors: list[dict[str, Any]] | None
     return JSONResponse(ErrorResponse(detail=detail, errors=errors).model_dump(exclude_none=True), status)
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Map docvec errors, request validation errors and anything unexpected to JSON error responses."""
+def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) -> Callable[[str], str]:
+    """Map docvec errors, request validation errors and anything unexpected to JSON error responses.
+
+    ``hide`` maps server paths to what a client is told instead (the full message goes to the log);
+    the function that does that is returned, for other messages a client reads."""
+    replacements = sorted((hide or {}).items(), key=lambda kv: -len(kv[0]))
+    for path, shown in list(replacements):
+        real = os.path.realpath(path)
+        if real != path:
+            replacements.append((real, shown))
+
+    def redact(text: str) -> str:
+        for path, shown in replacements:
+            text = text.replace(path, shown)
+        return text
 
     async def docvec_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, DocvecError)
         status = status_of(exc)
         if status >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc)
-        return error_response(status, str(exc), getattr(exc, "failures", None))
+        failures = [
+            {k: redact(str(v)) if isinstance(v, str) else v for k, v in f.items()}
+            for f in getattr(exc, "failures", None) or []
+        ]
+        return error_response(status, redact(str(exc)), failures or None)
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -81,3 +102,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DocvecError, docvec_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(Exception, unexpected_error)
+    return redact

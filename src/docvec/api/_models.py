@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 
-from .._records import MAX_K, DocumentList, DocumentSummary, Hit, SearchFilter, Upload, tag_dict
+from .._records import MAX_K, DocumentList, DocumentSummary, Hit, SearchFilter, Upload
 
 __all__ = [
     "API_MODELS",
@@ -39,52 +39,62 @@ QueryText = Annotated[
 ]
 
 
+K = Annotated[int, Field(ge=1, le=MAX_K, description="How many pages to return.")]
+
+
 class SearchRequest(BaseModel):
     """``POST /search``'s body."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: QueryText
-    top_k: int = Field(5, ge=1, le=MAX_K, description="How many pages to return.")
+    # ``top_k``: the name before docvec settled on ``k`` everywhere; still accepted
+    k: K = Field(5, validation_alias=AliasChoices("k", "top_k"))
     filter: SearchFilter | None = None
 
 
 class SearchParams(BaseModel):
-    """``GET /search``'s query string."""
+    """``GET /search``'s query string: the query, ``k``, and the filters of ``docvec search --filter``."""
 
     model_config = ConfigDict(extra="forbid")
 
     q: QueryText
-    k: int = Field(5, ge=1, le=MAX_K, description="How many pages to return.")
+    k: K = 5
+    doc_id: str | None = Field(None, description="Only this document.")
+    source: str | None = Field(None, description="Only documents read from this file, or under this folder.")
+    tag: list[str] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
+
+    def to_filter(self) -> SearchFilter | None:
+        """The filter these parameters ask for, checked as ``--filter`` is (a bad one is a 400)."""
+        items = [f"doc_id={self.doc_id}"] if self.doc_id else []
+        items += [f"source={self.source}"] if self.source else []
+        items += [f"tag={t}" for t in self.tag]
+        return SearchFilter.parse(items) if items else None
 
 
 def page_urls(doc_id: str, page: int) -> dict[str, str]:
-    """Where a page's thumbnail and image are served."""
+    """Where a page's thumbnail and image, and its document's file, are served."""
     base = f"/documents/{doc_id}/pages/{page}"
-    return {"thumbnail_url": f"{base}/thumbnail", "image_url": f"{base}/image"}
+    return {
+        "thumbnail_url": f"{base}/thumbnail",
+        "image_url": f"{base}/image",
+        "file_url": f"/documents/{doc_id}/file",
+    }
 
 
-class SearchHitOut(BaseModel):
-    """One matching page."""
+class SearchHitOut(Hit):
+    """One matching page, as every docvec output has it (:class:`docvec.Hit`), with where its page
+    images and its document's file are served."""
 
-    doc_id: str
-    source: str = Field(description="The file the document was read from.")
-    page: int = Field(ge=1, description="Page number, 1-based.")
-    score: float = Field(description="Cosine similarity; higher is closer.")
-    tags: dict[str, str]
     thumbnail_url: str
     image_url: str
+    file_url: str
 
     @classmethod
     def from_hit(cls, hit: Hit) -> SearchHitOut:
-        """The API's form of a library hit: tags as a mapping, and the URLs of its page images."""
-        return cls(
-            doc_id=hit.doc_id,
-            source=hit.source,
-            page=hit.page,
-            score=hit.score,
-            tags=tag_dict(hit.tags),
-            **page_urls(hit.doc_id, hit.page),
+        """The API's form of a library hit."""
+        return cls.model_validate(
+            {**hit.model_dump(), "payload": hit.payload, **page_urls(hit.doc_id, hit.page)}
         )
 
 
@@ -92,7 +102,7 @@ class SearchResponse(BaseModel):
     """The best pages for a query, best first."""
 
     query: str
-    top_k: int
+    k: int
     hits: list[SearchHitOut]
 
 
@@ -104,6 +114,7 @@ class PageInfo(BaseModel):
     height: int
     thumbnail_url: str
     image_url: str
+    file_url: str
 
 
 class DocumentDetail(DocumentSummary):

@@ -6,8 +6,10 @@ the embedder its own calls, searches run side by side.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from importlib import resources
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request, UploadFile
 from fastapi import Path as PathParam
@@ -15,8 +17,10 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from .._errors import NotFoundError, StoreError
 from .._index import Index
-from .._records import DOC_ID_PATTERN, DocumentList, DocumentSummary, SearchFilter, Upload
+from .._records import DOC_ID_PATTERN, DocumentList, DocumentSummary, SearchFilter, Upload, parse_tags
+from .._sources import SourceDocument
 from . import _models as models
+from ._jobs import Job, Jobs
 
 __all__ = ["router"]
 
@@ -29,11 +33,6 @@ router = APIRouter()
 def _index(request: Request) -> Index:
     index: Index = request.app.state.index
     return index
-
-
-def _upload_limit(request: Request) -> int:
-    limit: int = request.app.state.upload_limit
-    return limit
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -52,25 +51,26 @@ def healthz(request: Request) -> JSONResponse:
     try:
         out.pages = index.count()
     except StoreError as e:
-        out.status, out.detail = "unavailable", str(e)
+        out.status, out.detail = "unavailable", request.app.state.redact(str(e))
     return JSONResponse(out.model_dump(exclude_none=True), 200 if out.status == "ok" else 503)
 
 
 def _search(index: Index, query: str, k: int, flt: SearchFilter | None) -> models.SearchResponse:
     hits = index.search(query, k, flt)
-    return models.SearchResponse(query=query, top_k=k, hits=[models.SearchHitOut.from_hit(h) for h in hits])
+    return models.SearchResponse(query=query, k=k, hits=[models.SearchHitOut.from_hit(h) for h in hits])
 
 
 @router.post("/search", response_model=models.SearchResponse)
 def search_post(request: Request, body: models.SearchRequest) -> models.SearchResponse:
     """The pages that best match a query, best first, optionally within a document or tags."""
-    return _search(_index(request), body.query, body.top_k, body.filter)
+    return _search(_index(request), body.query, body.k, body.filter)
 
 
 @router.get("/search", response_model=models.SearchResponse)
 def search_get(request: Request, params: Annotated[models.SearchParams, Query()]) -> models.SearchResponse:
-    """``GET /search?q=...&k=...``: the same search, for links and quick tries."""
-    return _search(_index(request), params.q, params.k, None)
+    """``GET /search?q=...&k=...&doc_id=...&source=...&tag=key=value``: the same search, for links and
+    quick tries."""
+    return _search(_index(request), params.q, params.k, params.to_filter())
 
 
 @router.get("/documents", response_model=DocumentList)
@@ -107,6 +107,14 @@ def delete_document(request: Request, doc_id: _DOC_ID) -> models.DeleteResponse:
     return models.DeleteResponse(doc_id=doc_id, pages_removed=removed)
 
 
+@router.get("/documents/{doc_id}/file", response_class=FileResponse)
+def document_file(request: Request, doc_id: _DOC_ID) -> FileResponse:
+    """The document's file as it was indexed (the original of an upload), under its display name."""
+    path, name, kind = _index(request).document_file(doc_id)
+    media = "application/pdf" if kind == "pdf" else None  # Starlette guesses an image's type by name
+    return FileResponse(path, media_type=media, filename=name, content_disposition_type="inline")
+
+
 @router.get("/documents/{doc_id}/pages/{page}/image", response_class=FileResponse)
 def page_image(request: Request, doc_id: _DOC_ID, page: _PAGE) -> FileResponse:
     """The page as rendered for the model (PNG)."""
@@ -119,12 +127,50 @@ def page_thumbnail(request: Request, doc_id: _DOC_ID, page: _PAGE) -> FileRespon
     return FileResponse(_index(request).page_file(doc_id, page, thumbnail=True), media_type="image/jpeg")
 
 
-@router.post("/documents", response_model=Upload, responses={413: {"model": models.ErrorResponse}})
+@router.post(
+    "/documents",
+    response_model=Upload,
+    responses={
+        202: {"model": Job, "description": "Indexing in the background"},
+        413: {"model": models.ErrorResponse},
+    },
+)
 def upload_document(
     request: Request,
     file: UploadFile,
     tag: Annotated[list[str] | None, Form(description="key=value metadata (repeatable).")] = None,
-) -> Upload:
-    """Upload one PDF or image and index it; 422 with the reasons when it cannot be."""
+    wait: Annotated[
+        bool | None,
+        Query(description="Answer when indexed (true) or at once with a job (false); default: by size."),
+    ] = None,
+) -> Any:
+    """Upload one PDF or image and index it: 200 with the document when done, or, for a large one, 202 with
+    a job to follow at its ``status_url``; 422 with the reasons when it cannot be indexed."""
+    index, state = _index(request), request.app.state
     name = file.filename or "the upload"
-    return _index(request).add_upload(file.file, name=name, tags=tag or (), limit=_upload_limit(request))
+    tags = parse_tags(tag or ())  # before anything is saved: a bad tag is a 400
+    if wait is None:
+        wait = file.size is not None and file.size <= state.sync_upload_limit
+    if wait:
+        return index.add_upload(file.file, name=name, tags=tags, limit=state.upload_limit)
+    document = index.keep_upload(file.file, name=name, limit=state.upload_limit)
+    job = state.jobs.submit(name, partial(_index_upload, index, document, name, tags))
+    return JSONResponse(job.model_dump(mode="json"), status_code=202, headers={"Location": job.status_url})
+
+
+def _index_upload(
+    index: Index,
+    document: SourceDocument,
+    name: str,
+    tags: tuple[str, ...],
+    progress: Callable[[int, int], None],
+) -> Upload:
+    return index.add_upload(document, name=name, tags=tags, progress=progress)
+
+
+@router.get("/jobs/{job_id}", response_model=Job)
+def get_job(request: Request, job_id: Annotated[str, PathParam(pattern=r"^[0-9a-f]{32}$")]) -> Job:
+    """Where a background upload stands: queued, running (pages done), done (the document) or failed
+    (the reasons)."""
+    jobs: Jobs = request.app.state.jobs
+    return jobs.get(job_id)

@@ -1,0 +1,100 @@
+"""What every ``docvec`` command shares: the app, the consoles, one-line errors, settings, options."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from .._config import Settings
+from .._errors import ConfigError, DocvecError
+
+__all__ = [
+    "CollectionOption",
+    "JsonFlag",
+    "ModelOption",
+    "app",
+    "err",
+    "errors",
+    "models_app",
+    "out",
+    "program",
+    "settings",
+]
+
+app = typer.Typer(
+    help="docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+models_app = typer.Typer(help="Build, convert and download models.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+out = Console()
+err = Console(stderr=True)
+
+# Options several commands share, defined once.
+ModelOption = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model folder, LM,MMPROJ pair or registry name.")
+]
+CollectionOption = Annotated[str | None, typer.Option(help="Collection (default: DOCVEC_COLLECTION).")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (described below).")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        out.print(f"docvec {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp."""
+
+
+@contextmanager
+def errors() -> Iterator[None]:
+    """Show docvec's errors as one clear line and exit 2, instead of a traceback."""
+    try:
+        yield
+    except DocvecError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def settings(*, log_level: str | None = None, **overrides: Any) -> Settings:
+    """The settings from the environment with the command's options on top; logging set up to match."""
+    with errors():
+        try:
+            s = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    level = (log_level or s.log_level).upper()
+    logging.basicConfig(
+        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True
+    )
+    # libraries that print their own copy of every warning: theirs is enough
+    for name in ("huggingface_hub",):
+        logging.getLogger(name).propagate = False
+    if level != "DEBUG":
+        # llama.cpp's own notes (its warnings, about features embeddings do not use) are for debugging
+        logging.getLogger("docvec.llama").setLevel(logging.WARNING)
+    return s
+
+
+def program() -> str:
+    """How to run ``docvec`` again, exactly: the command next to this Python when there is one."""
+    exe = Path(sys.executable).with_name("docvec")
+    return str(exe) if exe.is_file() else "docvec"

@@ -1,0 +1,250 @@
+"""The commands over an index: ingest, documents, delete, search, eval, serve, demo."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .._index import Index
+from .._records import DocumentSummary, SearchFilter
+from ._common import CollectionOption, JsonFlag, ModelOption, app, err, errors, out, program, settings
+from ._progress import IngestDisplay
+
+__all__: list[str] = []  # commands register themselves on the app
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="Files, folders and glob patterns of PDFs and images.")],
+    recursive: Annotated[
+        bool, typer.Option("--recursive/--no-recursive", help="Descend into folders.")
+    ] = True,
+    collection: CollectionOption = None,
+    prune: Annotated[bool, typer.Option("--prune", help="Remove documents whose files are gone.")] = False,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE metadata (repeatable).")] = None,
+    model: ModelOption = None,
+    progress_every: Annotated[
+        float, typer.Option(help="Seconds between progress lines when not on a terminal (cron, CI).")
+    ] = 30.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Index documents: render every page, embed it, store it; unchanged files are skipped, and take the
+    run's tags (--json: the run's summary, schemas/ingest-report.schema.json)."""
+    s = settings(model=model, collection=collection)
+    display = IngestDisplay(err, quiet=as_json, every=progress_every)
+    try:
+        with errors(), Index.open(s) as index, display:
+            report = index.add(paths, tags=tag or (), recursive=recursive, prune=prune, progress=display)
+    except KeyboardInterrupt:
+        done = display.report
+        err.print(
+            f"interrupted: {done.documents_indexed} documents ({done.pages_indexed} pages) were indexed and "
+            "are kept; run the same command again to go on",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
+    if as_json:
+        sys.stdout.write(report.model_dump_json() + "\n")
+    else:
+        out.print(report.summary(), highlight=False)
+        for f in report.failures:
+            err.print(f"[red]failed:[/] {f}", highlight=False, soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def documents(collection: CollectionOption = None, as_json: JsonFlag = False) -> None:
+    """List the indexed documents: id, name, pages, tags, when indexed (--json: a list of documents,
+    schemas/documents.schema.json)."""
+    s = settings(collection=collection)
+    found: list[DocumentSummary] = []
+    with errors(), Index.open(s) as index:
+        while True:
+            page = index.documents(offset=len(found), limit=1000)
+            found += page.documents
+            if not page.documents or len(found) >= page.total:
+                break
+    if as_json:
+        sys.stdout.write(json.dumps([d.model_dump(mode="json") for d in found]) + "\n")
+        return
+    if not found:
+        err.print(
+            f"nothing is indexed in collection {s.collection!r} yet: `docvec ingest PATH` adds documents"
+        )
+        return
+    table = Table("doc_id", "name", "pages", "tags", "indexed")
+    for d in found:
+        pages = (
+            str(d.page_count) if d.pages_indexed == d.page_count else f"{d.pages_indexed} of {d.page_count}"
+        )
+        tags = ", ".join(f"{k}={v}" for k, v in d.tags.items())
+        table.add_row(d.doc_id, d.name, pages, tags, d.ingested_at.strftime("%Y-%m-%d %H:%M"))
+    out.print(table)
+
+
+@app.command()
+def delete(
+    target: Annotated[
+        str,
+        typer.Argument(help="A document id (or its first digits, when only one id starts so), or a path."),
+    ],
+    collection: CollectionOption = None,
+) -> None:
+    """Remove a document (all its pages) from the index."""
+    s = settings(collection=collection)
+    with errors(), Index.open(s) as index:
+        n = index.delete(target)
+    if not n:
+        err.print(f"[bold red]error:[/] nothing indexed under {target}", highlight=False)
+        raise typer.Exit(1)
+    out.print(f"removed {n} pages of {target}", highlight=False)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for, in words.")],
+    k: Annotated[int, typer.Option("-k", help="How many pages to return (1-100).")] = 5,
+    filter_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="doc_id=ID, source=FILE_OR_FOLDER, or tag=KEY=VALUE (repeatable; all must hold).",
+        ),
+    ] = None,
+    collection: CollectionOption = None,
+    model: ModelOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Find the pages that best match a text query (--json: a list of hits,
+    schemas/search-hits.schema.json)."""
+    s = settings(model=model, collection=collection)
+    with errors():
+        flt = SearchFilter.parse(filter_ or ())
+        # the query and -k are checked before the model is loaded: a typo costs no loading
+        with Index.open(s) as index:
+            hits = index.search(query, k, flt)
+    if as_json:
+        sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits]) + "\n")
+        return
+    if not hits:
+        err.print("no matching pages")
+        return
+    table = Table("rank", "score", "document", "page", "doc_id")
+    for rank, h in enumerate(hits, start=1):
+        table.add_row(str(rank), f"{h.score:+.4f}", h.name, str(h.page), h.doc_id)
+    out.print(table)
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[
+        Path, typer.Argument(help="Folder with queries.jsonl, qrels.tsv and corpus/ (see the README).")
+    ],
+    k: Annotated[int, typer.Option("-k", help="Cut-off of recall@k (1-100).")] = 10,
+    model: ModelOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Measure retrieval quality (nDCG@5, recall@k) on a dataset, indexed into a temporary store (--json:
+    the metrics as one object)."""
+    from .._evaluate import evaluate
+
+    s = settings(model=model)
+    with errors():
+        report = evaluate(dataset, s, k=k)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict()) + "\n")
+        return
+    table = Table("metric", "value")
+    table.add_row("queries", str(report.queries))
+    table.add_row("pages indexed", str(report.pages_indexed))
+    table.add_row("nDCG@5", f"{report.ndcg_at_5:.4f}")
+    table.add_row(f"recall@{report.k}", f"{report.recall_at_k:.4f}")
+    if report.unknown_judged:
+        table.add_row("judged ids not in the corpus", str(len(report.unknown_judged)))
+    out.print(table)
+    if report.documents_failed:
+        err.print(f"[yellow]{report.documents_failed} corpus documents could not be indexed[/]")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error (to stderr).")] = "info",
+) -> None:
+    """Serve the search page (/) and the REST API (docs at /docs) with uvicorn."""
+    import uvicorn
+
+    from ..api import create_app
+
+    s = settings(log_level=log_level.upper())
+    # opened here, not in the app's start-up, so that a busy store or a bad model is one line, not a traceback
+    with errors():
+        index = Index.open(s)
+        try:
+            index.prepare()
+        except BaseException:
+            index.close()
+            raise
+    try:
+        base = f"http://{host}:{port}"
+        store = f"Qdrant at {s.qdrant_url}" if s.qdrant_url else f"the embedded store in {s.data_dir}"
+        err.print(
+            f"docvec serves {base}/ (search page) and {base}/docs (API)\n"
+            f"  collection {s.collection!r} in {store}: {index.count()} pages\n"
+            f"  model {s.model} ({index.embedder.files.language_model.name}); "
+            + ("API key required (X-API-Key)" if s.api_key else "no API key (DOCVEC_API_KEY unset)"),
+            highlight=False,
+            soft_wrap=True,
+        )
+        # uvicorn's request log goes to stdout by default: all of the server's log goes to stderr here
+        config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+        for handler in config["handlers"].values():
+            handler["stream"] = "ext://sys.stderr"
+        uvicorn.run(
+            create_app(s, index=index), host=host, port=port, log_level=log_level.lower(), log_config=config
+        )
+    finally:
+        index.close()
+
+
+@app.command()
+def demo(
+    model_dir: Annotated[
+        Path | None, typer.Option(help="Where to build the tiny model; default: the cache folder.")
+    ] = None,
+) -> None:
+    """Build the offline test model, index the sample documents shipped with docvec, run one search.
+
+    The index goes to DOCVEC_DATA_DIR (default: a demo folder under the cache), never to a real one.
+    """
+    from .._demo import run_demo
+    from .._tiny_model import REGISTRY_NAME, tiny_model_dir
+
+    s = settings()
+    if "DOCVEC_DATA_DIR" not in os.environ:
+        s = s.model_copy(update={"data_dir": s.cache_dir / "demo-data"})
+    with errors():
+        run_demo(s, model_dir=model_dir or tiny_model_dir(s.cache_dir), console=out)
+    model = shlex.quote(str(model_dir)) if model_dir else REGISTRY_NAME
+    exe = shlex.quote(program())
+    out.print(
+        "\nNext, the demo index from the command line (paste into this shell):\n"
+        f"  export DOCVEC_MODEL={model} DOCVEC_DATA_DIR={shlex.quote(str(s.data_dir))}\n"
+        f"  {exe} search 'total amount due' -k 3\n"
+        f"  {exe} documents\n"
+        f"  {exe} ingest PATH_TO_YOUR_PDFS --tag source=mine\n"
+        f"  {exe} serve            # then open http://127.0.0.1:8000/",
+        highlight=False,
+        soft_wrap=True,
+    )

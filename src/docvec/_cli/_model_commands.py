@@ -1,0 +1,181 @@
+"""The commands over models: embed, and models tiny, convert, pull and list."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from .._config import EmbedSettings, Settings
+from .._errors import ConfigError
+from ._common import JsonFlag, ModelOption, app, err, errors, models_app, out, settings
+
+__all__: list[str] = []  # commands register themselves on the app
+
+
+def _embed_settings(s: Settings, **overrides: object) -> EmbedSettings:
+    data = s.embed.model_dump()
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return EmbedSettings(**data)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+@app.command()
+def embed(
+    model: ModelOption = None,
+    query: Annotated[
+        list[str] | None, typer.Option("--query", "-q", help="A search query (repeatable).")
+    ] = None,
+    passage: Annotated[
+        list[str] | None, typer.Option("--passage", "-p", help="A text passage (repeatable).")
+    ] = None,
+    image: Annotated[
+        list[Path] | None, typer.Option("--image", "-i", help="An image file (repeatable).")
+    ] = None,
+    dim: Annotated[int | None, typer.Option(help="Vector size (Matryoshka; default: the model's).")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Embed queries, passages and images and print the vectors (--json: a list of {kind, input, vector},
+    schemas/embed-output.schema.json)."""
+    from .. import _hub as hub
+    from .._embed import Embedder
+
+    s = settings(model=model)
+    if not (query or passage or image):
+        err.print("[bold red]error:[/] give at least one --query, --passage or --image")
+        raise typer.Exit(2)
+    with errors():
+        es = _embed_settings(s, dim=dim, threads=threads)
+        inputs: list[tuple[str, str]] = []
+        vectors: list[np.ndarray] = []
+        find = partial(hub.find_registered, cache_dir=s.cache_dir)
+        with Embedder.open(s.model, es, find_registered=find) as emb:
+            if query:
+                vectors.append(emb.embed_queries(query))
+                inputs += [("query", q) for q in query]
+            if passage:
+                vectors.append(emb.embed_passages(passage))
+                inputs += [("passage", p) for p in passage]
+            if image:
+                vectors.append(emb.embed_images(image))
+                inputs += [("image", str(p)) for p in image]
+    mat = np.concatenate(vectors)
+    if as_json:
+        rows = [
+            {"kind": k, "input": t, "vector": [round(float(x), 7) for x in v]}
+            for (k, t), v in zip(inputs, mat, strict=True)
+        ]
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    table = Table("kind", "input", "dim", "vector")
+    for (k, t), v in zip(inputs, mat, strict=True):
+        head = " ".join(f"{x:+.4f}" for x in v[:6])
+        table.add_row(k, t, str(len(v)), f"[{head} ...]")
+    out.print(table)
+
+
+@models_app.command("tiny")
+def models_tiny(
+    out_dir: Annotated[Path, typer.Argument(help="Folder for the checkpoint (hf/) and its GGUFs.")],
+    seed: Annotated[int, typer.Option(help="Random seed of the weights.")] = 0,
+    outtype: Annotated[str, typer.Option(help="GGUF type: f16, bf16 or f32.")] = "f16",
+) -> None:
+    """Build the offline test model: a random-weight Qwen2.5-VL of the real architecture, and its GGUFs."""
+    from .._tiny_model import build_tiny_model
+
+    s = settings()
+    with errors():
+        files = build_tiny_model(out_dir, cache_dir=s.cache_dir, seed=seed, outtype=outtype)  # type: ignore[arg-type]
+    out.print(f"checkpoint  {out_dir / 'hf'}\nlanguage    {files.language_model}\nmmproj      {files.mmproj}")
+    out.print("[yellow]The weights are random: the vectors test the machinery, they mean nothing.[/]")
+
+
+@models_app.command("convert")
+def models_convert(
+    hf_dir: Annotated[Path, typer.Argument(help="Hugging Face checkpoint folder (Qwen2.5-VL architecture).")],
+    out_dir: Annotated[Path, typer.Argument(help="Output folder.")],
+    outtype: Annotated[
+        str | None, typer.Option(help="f16, bf16 or f32; default bf16 where the CPU has bf16, else f16.")
+    ] = None,
+    mmproj_outtype: Annotated[
+        str | None, typer.Option(help="Type of the mmproj; default: --outtype.")
+    ] = None,
+    quantize: Annotated[
+        list[str] | None, typer.Option(help="Also quantize: Q8_0, Q6_K, Q5_K_M, Q4_K_M (repeatable).")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Base name of the files; default: the folder's.")] = None,
+) -> None:
+    """Convert a checkpoint into a language-model GGUF and an mmproj GGUF (and quantizations)."""
+    from .._convert import convert_checkpoint, default_outtype
+    from .._toolchain import LlamaCppSource
+
+    s = settings()
+    with errors():
+        res = convert_checkpoint(
+            hf_dir,
+            out_dir,
+            source=LlamaCppSource.in_cache(s.cache_dir),
+            name=name,
+            outtype=(outtype or default_outtype()),  # type: ignore[arg-type]
+            mmproj_outtype=mmproj_outtype,  # type: ignore[arg-type]
+            quantize=tuple(quantize or ()),
+            threads=s.embed.threads,
+        )
+    out.print(f"language    {res.main.language_model}\nmmproj      {res.main.mmproj}")
+    for q, f in res.quantized.items():
+        out.print(f"{q:<11} {f.language_model.parent}")
+
+
+@models_app.command("pull")
+def models_pull(
+    name: Annotated[str, typer.Argument(help="Registry name: jina-v4, or tiny (the offline test model).")],
+    quant: Annotated[str | None, typer.Option(help="Language model quantization (default Q8_0).")] = None,
+    hf_cache: Annotated[Path | None, typer.Option(help="Hugging Face cache (default: HF_HOME's).")] = None,
+) -> None:
+    """Download a published model's GGUFs (language model and vision encoder) from Hugging Face; ``tiny``
+    is built on this machine instead (random weights, for trying docvec out offline)."""
+    from .. import _hub as hub
+    from .._tiny_model import REGISTRY_NAME, build_tiny_model, tiny_model_dir
+
+    s = settings()
+    if name.lower() == REGISTRY_NAME:
+        with errors():
+            files = build_tiny_model(tiny_model_dir(s.cache_dir), cache_dir=s.cache_dir)
+        out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
+        out.print("[yellow]Random weights: its vectors test the machinery and mean nothing.[/]")
+        out.print(f"use it with: DOCVEC_MODEL={REGISTRY_NAME}", highlight=False)
+        return
+    with errors():
+        err.print(hub.licence_notice(name), highlight=False)
+        err.print("downloading from the Hugging Face Hub (files already in its cache are reused) ...")
+        # one message on failure, ours: not huggingface_hub's warning for each of its retries
+        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+        files = hub.pull(name, quant=quant, cache_dir=hf_cache)
+    out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
+    out.print(f"use it with: DOCVEC_MODEL={name} (or --model {name})", highlight=False)
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """List the models docvec knows by name and whether they are here (downloaded, or built)."""
+    from .. import _hub as hub
+    from .._tiny_model import REGISTRY_NAME
+
+    s = settings()
+    table = Table("name", "quantizations", "here", "licence")
+    for n in hub.registry_names():
+        m = hub.get_model(n)
+        table.add_row(n, ", ".join(m.quants), "yes" if hub.find_cached(n) else "no", m.licence_id)
+    built = hub.find_registered(REGISTRY_NAME, cache_dir=s.cache_dir) is not None
+    table.add_row(REGISTRY_NAME, "F16 (random weights, built here)", "yes" if built else "no", "Apache-2.0")
+    out.print(table)

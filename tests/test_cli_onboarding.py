@@ -1,0 +1,166 @@
+"""A newcomer's path through the command line: the version, the test model by name, listing and deleting
+documents, what `docvec serve` says, and `models pull` without a network."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+import docvec
+from docvec import Index
+from docvec._cli import app
+
+from .conftest import page_image
+
+runner = CliRunner()
+SMALL = 28 * 28 * 64
+
+
+def _docvec(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("docvec")
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=timeout
+    )
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, tiny_dir: Path) -> Path:
+    """A docvec cache folder whose built tiny model is the session's (as `docvec demo` leaves it)."""
+    folder = tmp_path / "cache"
+    (folder / "models").mkdir(parents=True)
+    (folder / "models" / "tiny").symlink_to(tiny_dir, target_is_directory=True)
+    return folder
+
+
+@pytest.fixture()
+def indexed(tmp_path: Path, cache: Path) -> dict[str, str]:
+    """The environment of an index of three one-page images, made with the model named `tiny`."""
+    env = {
+        "DOCVEC_CACHE_DIR": str(cache),
+        "DOCVEC_DATA_DIR": str(tmp_path / "data"),
+        "DOCVEC_MODEL": "tiny",
+        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+    }
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for seed in (1, 2, 3):
+        page_image(200, 260, seed=seed).save(docs / f"page {seed}.png")
+    r = runner.invoke(app, ["ingest", str(docs), "--tag", "team=ops"], env=env)
+    assert r.exit_code == 0, r.output
+    return env
+
+
+def test_version() -> None:
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.stdout.strip() == f"docvec {docvec.__version__}"
+
+
+def test_the_test_model_goes_by_name(cache: Path) -> None:
+    env = {"DOCVEC_CACHE_DIR": str(cache)}
+    listed = runner.invoke(app, ["models", "list"], env=env)
+    assert listed.exit_code == 0 and re.search(r"tiny .* yes", listed.stdout), listed.stdout
+    pulled = runner.invoke(app, ["models", "pull", "tiny"], env=env)  # built already: found at once
+    assert pulled.exit_code == 0 and "DOCVEC_MODEL=tiny" in pulled.stdout
+    r = runner.invoke(app, ["embed", "-q", "hello", "--json"], env={**env, "DOCVEC_MODEL": "tiny"})
+    assert r.exit_code == 0 and len(json.loads(r.stdout)[0]["vector"]) == 64
+    empty = {"DOCVEC_CACHE_DIR": str(cache.parent / "empty"), "DOCVEC_MODEL": "tiny"}
+    r = runner.invoke(app, ["embed", "-q", "hello"], env=empty)
+    assert r.exit_code == 2 and "docvec models pull tiny" in " ".join(r.output.split())
+
+
+def test_documents_lists_whole_ids_and_delete_takes_a_prefix(indexed: dict[str, str]) -> None:
+    r = runner.invoke(app, ["documents", "--json"], env=indexed)
+    assert r.exit_code == 0, r.output
+    docs = json.loads(r.stdout)
+    assert sorted(d["name"] for d in docs) == ["page 1.png", "page 2.png", "page 3.png"]
+    assert all(len(d["doc_id"]) == 32 and d["tags"] == {"team": "ops"} for d in docs)
+    table = runner.invoke(app, ["documents"], env={**indexed, "COLUMNS": "200"})
+    assert all(d["doc_id"] in table.stdout for d in docs)  # whole, to copy
+    ids = sorted(d["doc_id"] for d in docs)
+    # the shortest prefix that only one id has
+    prefix = next(
+        ids[0][:n] for n in range(1, 33) if sum(i.startswith(ids[0][:n]) for i in ids) == 1 and n >= 4
+    )
+    r = runner.invoke(app, ["delete", prefix], env=indexed)
+    assert r.exit_code == 0 and "removed 1 pages" in r.stdout, r.output
+    assert len(json.loads(runner.invoke(app, ["documents", "--json"], env=indexed).stdout)) == 2
+    r = runner.invoke(app, ["delete", "ffffffffff"], env=indexed)
+    assert r.exit_code == 1 and "nothing indexed under ffffffffff" in r.output
+
+
+def test_documents_of_an_empty_index_says_how_to_add(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["documents"], env={"DOCVEC_DATA_DIR": str(tmp_path / "data")})
+    assert r.exit_code == 0 and "docvec ingest" in r.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_says_where_and_what_and_logs_at_info(indexed: dict[str, str]) -> None:
+    port = _free_port()
+    exe = Path(sys.executable).with_name("docvec")
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **indexed},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert time.monotonic() < deadline and proc.poll() is None, "the server did not start"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        httpx.get(f"http://127.0.0.1:{port}/search", params={"q": "x"}, timeout=30)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, errs = proc.communicate(timeout=60)
+    banner = " ".join(errs.split())
+    assert f"http://127.0.0.1:{port}/ (search page)" in banner and f"http://127.0.0.1:{port}/docs" in banner
+    assert f"collection 'docvec' in the embedded store in {indexed['DOCVEC_DATA_DIR']}: 3 pages" in banner
+    assert "model tiny (tiny-qwen25vl-F16.gguf)" in banner and "no API key" in banner
+    assert '"GET /search?q=x HTTP/1.1" 200' in errs  # request logs at INFO, on stderr
+
+
+def test_serve_on_a_busy_store_is_one_line(indexed: dict[str, str]) -> None:
+    with Index.open(Path(indexed["DOCVEC_DATA_DIR"])):  # this process holds the embedded store
+        r = _docvec("serve", "--port", str(_free_port()), env=indexed)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "is in use by process" in r.stderr
+
+
+def test_pull_without_a_network_says_it_once(tmp_path: Path) -> None:
+    env = {"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}"}
+    env_run = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    exe = Path(sys.executable).with_name("docvec")
+    r = subprocess.run(
+        [str(exe), "models", "pull", "jina-v4"],
+        capture_output=True,
+        text=True,
+        env={**env_run, **env},
+        timeout=300,
+    )
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1 and "could not be reached" in errors[0]
+    assert "--model" not in errors[0] and "DOCVEC_MODEL" in errors[0]  # advice that fits `pull`
+    assert not [ln for ln in lines if "Retry" in ln or "WARNING" in ln], r.stderr
