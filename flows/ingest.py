@@ -25,7 +25,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
-from docvec import Index, IngestFailure, IngestReport, Settings, StoreUnavailableError, discover
+from docvec import Index, IngestReport, Settings, StoreUnavailableError, discover
 
 
 def _store_unavailable(task: object, task_run: object, state: object) -> bool:
@@ -40,9 +40,13 @@ def _store_unavailable(task: object, task_run: object, state: object) -> bool:
 
 
 @task(cache_policy=NO_CACHE)
-def find_documents(paths: list[str], recursive: bool) -> tuple[list[Path], list[IngestFailure]]:
-    """Discover the files to ingest."""
-    return discover(paths, recursive=recursive)
+def find_documents(paths: list[str], recursive: bool) -> tuple[list[Path], IngestReport]:
+    """Discover the files to ingest; the report starts with what matched nothing and what is ignored."""
+    found = discover(paths, recursive=recursive)
+    ignored = [str(p) for p in found.ignored]
+    return found.files, IngestReport(
+        documents_failed=len(found.failures), failures=found.failures, ignored=ignored
+    )
 
 
 # Live handles (the index) are task inputs, so nothing is cached; store writes are retried.
@@ -72,8 +76,7 @@ def ingest_flow(
     """Index documents under ``paths`` into docvec's store, as `docvec ingest` does; Failed when more than
     ``max_failures`` documents or pages failed."""
     logger = get_run_logger()
-    files, failures = find_documents(paths, recursive)
-    total = IngestReport(documents_failed=len(failures), failures=failures)
+    files, total = find_documents(paths, recursive)
     with Index.open(Settings()) as index:
         for path in files:
             total += ingest_document(index, path, tags or [])

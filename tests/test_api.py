@@ -34,6 +34,7 @@ from docvec._store import Filter, Point, point_id
 from docvec.api import API_MODELS, MAX_QUERY_CHARS, create_app
 
 from .conftest import page_image
+from .documents import png_header_only
 
 #: 8x8 tokens a page, as in test_ingest: fast, and the same path
 SMALL = 28 * 28 * 64
@@ -443,6 +444,27 @@ def test_upload_refusals(client: TestClient, documents: Path) -> None:
     r = client.post("/documents", files={"file": ("a.png", b"x")}, data={"tag": ["no-equals"]})
     assert r.status_code == 400 and "key=value" in r.json()["detail"]
     assert client.get("/documents").json()["total"] == 3
+
+
+def test_upload_failures_are_4xx_with_the_reason_the_cli_gives(
+    client: TestClient, tmp_path: Path, tiny_dir: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from docvec._cli import app
+
+    bomb = png_header_only(tmp_path / "bomb.png", 20_000, 20_000)  # 439 KB in the report; here, bytes
+    damaged = tmp_path / "damaged.png"
+    Image.effect_mandelbrot((300, 300), (-2, -1, 1, 1), 50).save(damaged)
+    damaged.write_bytes(damaged.read_bytes()[:400])
+    env = {"DOCVEC_DATA_DIR": str(tmp_path / "cli-data"), "DOCVEC_MODEL": str(tiny_dir)}
+    for path in (bomb, damaged):
+        r = client.post("/documents", files={"file": (path.name, path.read_bytes(), "image/png")})
+        assert r.status_code == 422, r.text
+        api_reason = r.json()["errors"][0]["reason"]
+        cli = CliRunner().invoke(app, ["ingest", str(path), "--json"], env=env)
+        assert cli.exit_code == 1, cli.output
+        assert json.loads(cli.stdout)["failures"][0]["reason"] == api_reason, path.name
 
 
 def test_request_body_limit(client: TestClient) -> None:

@@ -147,6 +147,14 @@ def test_serve_on_a_busy_store_is_one_line(indexed: dict[str, str]) -> None:
     assert len(r.stderr.strip().splitlines()) == 1 and "is in use by process" in r.stderr
 
 
+def test_serve_with_a_missing_model_is_one_line(indexed: dict[str, str], tmp_path: Path) -> None:
+    env = {**indexed, "DOCVEC_MODEL": str(tmp_path / "no-such-model")}
+    r = _docvec("serve", "--port", str(_free_port()), env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "startup failed" not in r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if not ln.startswith("INFO ")]  # the log is at INFO here
+    assert len(errors) == 1 and errors[0].startswith("error: ") and "no-such-model" in errors[0], r.stderr
+
+
 def test_pull_without_a_network_says_it_once(tmp_path: Path) -> None:
     env = {"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}"}
     env_run = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}

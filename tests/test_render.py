@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import signal
-import struct
 import sys
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from docvec._render import (
 )
 
 from .conftest import BOOK_PAGES
-from .documents import CORPUS_ENV, DOCUMENTS, extended_corpus, manifest_rows
+from .documents import CORPUS_ENV, DOCUMENTS, extended_corpus, manifest_rows, png_header_only, write_pdf
 
 #: the page budget pages are rendered near: jina-embeddings-v4's image area bound
 TARGET_PIXELS = JINA_V4.max_pixels
@@ -335,44 +334,46 @@ def test_large_image_is_downscaled_within_the_cap(tmp_path: Path, renderer: Rend
     assert page.image.width / page.image.height == pytest.approx(1.5, rel=0.01)
 
 
-def _png_header_only(path: Path, width: int, height: int) -> Path:
-    """A PNG that declares ``width`` x ``height`` pixels and holds none: a decompression bomb's header."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    path.write_bytes(
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
-    )
-    return path
-
-
-def test_image_too_large_to_decode_is_a_page_failure(tmp_path: Path, renderer: Renderer) -> None:
-    # A PNG whose header claims 30000 x 30000 pixels (2.7 GB decoded): refused before decoding.
-    path = _png_header_only(tmp_path / "bomb.png", 30_000, 30_000)
-    assert renderer.open(path).page_count == 1
-    (page,) = collect(renderer, path)
-    assert isinstance(page, PageFailure) and "too large to decode" in page.reason
+def test_image_too_large_to_decode_is_refused_before_decoding(tmp_path: Path, renderer: Renderer) -> None:
+    # A PNG whose header claims 30000 x 30000 pixels (2.7 GB decoded): refused before decoding, by
+    # Pillow's own guard as it opens (past 179 Mpx), in the worker as in the embedder.
+    path = png_header_only(tmp_path / "bomb.png", 30_000, 30_000)
+    with pytest.raises(RenderError, match=r"image is too large to decode \(Image size \(900000000 pixels\)"):
+        renderer.open(path)
+    # a TIFF's later frames are not checked by Pillow: docvec's limit holds there
+    frames = [Image.new("RGB", (20, 20)), Image.new("RGB", (20, 20))]
+    tiff = tmp_path / "scan.tiff"
+    frames[0].save(tiff, save_all=True, append_images=frames[1:])
+    with Renderer(target_pixels=TARGET_PIXELS, memory_limit=1000) as tight:
+        pages = collect(tight, tiff)
+        assert all(isinstance(p, PageFailure) and "decoding it takes about" in p.reason for p in pages)
 
 
 @pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
-def test_one_source_size_limit_for_the_workers_and_the_embedder(tmp_path: Path, renderer: Renderer) -> None:
-    from docvec._images import MAX_SOURCE_PIXELS, load_image
+def test_one_decoding_limit_for_the_workers_and_the_embedder(tmp_path: Path, documents: Path) -> None:
+    from docvec._images import load_image
 
-    width = 16_384
-    over = _png_header_only(tmp_path / "over.png", width, MAX_SOURCE_PIXELS // width + 1)
-    (page,) = collect(renderer, over)
-    assert isinstance(page, PageFailure)
-    with pytest.raises(InputError) as info:
-        load_image(over)
-    assert info.value.reason == page.reason and "too large to decode" in page.reason
-    # at the limit, both go on to decode it (and find no pixel data)
-    at = _png_header_only(tmp_path / "at.png", width, MAX_SOURCE_PIXELS // width)
-    (page,) = collect(renderer, at)
-    assert isinstance(page, PageFailure) and "too large" not in page.reason
-    with pytest.raises(InputError, match="cannot decode image"):
-        load_image(at)
+    # 8192 x 8192 RGBA: 256 MB decoded, 1 GB with its RGB and compositing copies (a 16384 x 16384 RGBA PNG
+    # took 6.3 GB in a worker before; now Pillow's guard refuses it while opening, as above)
+    bomb = png_header_only(tmp_path / "bomb.png", 8192, 8192, rgba=True)
+    with Renderer(target_pixels=TARGET_PIXELS, memory_limit=256 << 20) as r:
+        (page,) = collect(r, bomb)
+        assert isinstance(page, PageFailure)
+        assert page.reason.startswith(
+            "image is 8192x8192 RGBA: decoding it takes about 960 MB, over the 256 MB"
+        )
+        with pytest.raises(InputError) as info:
+            load_image(bomb, budget=256 << 20)
+        assert info.value.reason == page.reason  # the same rule, the same words
+        # a 4000 x 3000 RGB image takes 72 MB: within the limit, decoded (and found to hold no pixels)
+        fine = png_header_only(tmp_path / "fine.png", 4000, 3000)
+        (page,) = collect(r, fine)
+        assert isinstance(page, PageFailure) and "limit" not in page.reason
+        # the worker holds itself to the limit (its own ~256 MB besides), and documents render within it
+        (pid,) = r.worker_pids
+        limits = Path(f"/proc/{pid}/limits").read_text()
+        assert re.search(rf"Max data size\s+{(256 << 20) + (256 << 20)}\s", limits), limits
+        assert len(rendered(collect(r, documents / "pysamples__pdflatex-4-pages.pdf"))) == 4
 
 
 def test_unreadable_image_fails_the_document(tmp_path: Path, renderer: Renderer) -> None:
@@ -494,18 +495,7 @@ def slow_pdf(path: Path, pages: int, fills: int = 100) -> Path:
             b" /Resources << /ExtGState << /GS0 << /ca 0.02 >> >> >> >>" % len(objects)
         )
         kids.append(len(objects))
-    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), pages)
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (i, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    path.write_bytes(bytes(out))
-    return path
+    return write_pdf(path, objects, kids)
 
 
 def test_rendering_overlaps_with_the_consumer(tmp_path: Path, renderer: Renderer) -> None:

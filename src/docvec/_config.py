@@ -11,10 +11,19 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["RENDER_TIMEOUT_S", "EmbedSettings", "RenderSettings", "Settings", "default_cache_dir"]
+__all__ = [
+    "DECODE_BUDGET_MB",
+    "RENDER_TIMEOUT_S",
+    "EmbedSettings",
+    "RenderSettings",
+    "Settings",
+    "default_cache_dir",
+]
 
 #: Time limit for rendering one document, in seconds (the renderer's default too).
 RENDER_TIMEOUT_S = 300.0
+#: Memory decoding one image may take, in MB (the default of ``DOCVEC_RENDER__MAX_MEMORY_MB``).
+DECODE_BUDGET_MB = 1024
 
 
 def _default_data_dir() -> Path:
@@ -66,6 +75,15 @@ class RenderSettings(BaseSettings):
 
     workers: int = Field(1, ge=1, le=64, description="Rendering processes (PDFium is not thread-safe).")
     timeout_s: float = Field(RENDER_TIMEOUT_S, gt=0, description="Time limit for rendering one document.")
+    max_memory_mb: int = Field(
+        DECODE_BUDGET_MB,
+        ge=64,
+        description=(
+            "Memory decoding one image may take: a larger one is refused before it is decoded (by the "
+            "render workers, and by `docvec embed`); a render worker is held to it by the OS, besides its "
+            "own ~150 MB."
+        ),
+    )
 
 
 class Settings(BaseSettings):
@@ -93,6 +111,15 @@ class Settings(BaseSettings):
         None, description="A Qdrant server or cluster; unset: the embedded store under data_dir/qdrant."
     )
     qdrant_api_key: str | None = Field(None, description="API key of the Qdrant server.")
+    store_reserve_mb: int = Field(
+        200,
+        ge=0,
+        description=(
+            "Free space docvec keeps on the data folder's disk: a write that would leave less is refused "
+            "with a clear error (the embedded store grows its files through memory maps, which a full disk "
+            "turns into a crash)."
+        ),
+    )
     api_key: str | None = Field(None, description="When set, the REST API asks for it (X-API-Key header).")
     max_upload_mb: int = Field(50, ge=1, description="Largest document `POST /documents` accepts, in MB.")
     sync_upload_mb: float = Field(

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._closing import Closing
-from ._config import EmbedSettings
+from ._config import DECODE_BUDGET_MB, EmbedSettings
 from ._errors import ConfigError, InputError, ModelMismatchError
 from ._images import ImageInput, load_image, prepare_image
 from ._llama import LlamaContext, LlamaModel, MtmdContext, PromptChunk
@@ -73,14 +73,17 @@ class Embedder(Closing):
         settings: EmbedSettings | None = None,
         *,
         headers: tuple[GGUFInfo, GGUFInfo] | None = None,
+        decode_budget: int = DECODE_BUDGET_MB << 20,
     ) -> None:
         """Load ``files`` (checked first: see :func:`docvec._modelfiles.inspect_pair`) with ``settings``.
 
         ``headers`` are the two files' GGUF headers when the caller has read them already (so that an
         open reads each header once); the sizes and image bounds in ``settings`` are checked against the
-        model's profile before any weight is loaded.
+        model's profile before any weight is loaded. An image file whose decoding would take more than
+        ``decode_budget`` bytes is refused (``DOCVEC_RENDER__MAX_MEMORY_MB``, as in the render workers).
         """
         self.settings = settings or EmbedSettings()
+        self.decode_budget = decode_budget
         lm_info, mm_info = headers or inspect_pair(files)
         self.files = files
         self.profile: ModelProfile = profile_for(lm_info.architecture, mm_info.projector)
@@ -117,12 +120,13 @@ class Embedder(Closing):
         settings: EmbedSettings | None = None,
         *,
         find_registered: Callable[[str], ModelFiles | None] | None = None,
+        decode_budget: int = DECODE_BUDGET_MB << 20,
     ) -> Embedder:
         """An embedder for a model folder, a ``"LM.gguf,MMPROJ.gguf"`` pair or a downloaded registry model."""
         if find_registered is None:
             from ._hub import find_registered
         files, lm, mm = resolve_model(model, find_registered=find_registered)
-        return cls(files, settings, headers=(lm, mm))
+        return cls(files, settings, headers=(lm, mm), decode_budget=decode_budget)
 
     # -- public embedding API -------------------------------------------------------------------------
 
@@ -190,7 +194,7 @@ class Embedder(Closing):
         return self._image_states(self._prepare(image))
 
     def _prepare(self, image: ImageInput) -> npt.NDArray[np.uint8]:
-        return prepare_image(load_image(image), self.bounds)
+        return prepare_image(load_image(image, budget=self.decode_budget), self.bounds)
 
     def _image_states(self, rgb: npt.NDArray[np.uint8]) -> ImageStates:
         prompt = self.profile.image_template.format(marker=self._mtmd.marker)

@@ -22,6 +22,7 @@ exception types. A message names the input (file, item, collection, URL) and say
     ├── PageStoreError             the page store cannot be written
     └── StoreError                 a vector store operation failed (names the collection)
         ├── CollectionNotFoundError    the collection does not exist
+        ├── DiskFullError              too little free space on the data folder's disk (names it, how much)
         ├── StoreBusyError             the embedded store's folder is held by another process (names it)
         └── StoreUnavailableError      a Qdrant server kept failing or could not be reached (names the URL)
 """
@@ -36,6 +37,7 @@ __all__ = [
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "ConfigError",
+    "DiskFullError",
     "DocvecError",
     "IngestError",
     "InputError",
@@ -151,11 +153,28 @@ class PageStoreError(DocvecError):
 
 
 class StoreError(DocvecError):
-    """A vector store operation failed; the message names the collection where there is one."""
+    """A vector store operation failed; the message names the collection where there is one.
+
+    ``partial`` is what an ingest run had done when this error stopped it (an ``IngestReport``: what it
+    wrote is kept), or ``None``.
+    """
+
+    partial: Any = None
 
 
 class CollectionNotFoundError(StoreError):
     """The collection does not exist (nothing was indexed into it yet)."""
+
+
+class DiskFullError(StoreError):
+    """The disk under docvec's data folder has too little free space for a write (or to open a collection,
+    whose files grow as they are used); ``path``, ``needed`` and ``free`` (bytes) say where and how much."""
+
+    def __init__(self, message: str, *, path: str, needed: int, free: int) -> None:
+        self.path = path
+        self.needed = needed
+        self.free = free
+        super().__init__(message)
 
 
 class StoreBusyError(StoreError):

@@ -165,7 +165,7 @@ def evaluate(
     """
     check_k(k)
     data = load_dataset(folder)
-    files, _ = discover([data.corpus])
+    files = discover([data.corpus]).files
     stems: dict[str, Path] = {}
     for f in files:
         if f.stem in stems:

@@ -1,16 +1,44 @@
-"""Atomic file writes: a crash leaves either the old file or the new one, never half of one."""
+"""Atomic file writes (a crash leaves either the old file or the new one, never half of one), and the check
+that a disk has room for a write."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_writer", "write_atomic", "write_json_atomic"]
+from ._errors import DiskFullError
+
+__all__ = ["MB", "atomic_writer", "check_free_space", "write_atomic", "write_json_atomic"]
+
+MB = 1024 * 1024
+
+
+def check_free_space(folder: Path, needed: int, reserve: int, what: str) -> None:
+    """Raise :class:`DiskFullError` unless ``folder``'s disk has ``needed`` bytes free for ``what`` and
+    still ``reserve`` bytes after it. ``folder`` may not exist yet: its nearest existing parent is asked."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free - needed < reserve:
+        raise DiskFullError(
+            f"not enough free space in {folder} for {what}: it needs about {_mb(needed)}, {_mb(free)} is "
+            f"free, and docvec keeps {_mb(reserve)} free (DOCVEC_STORE_RESERVE_MB); everything written "
+            "before is kept. Free some space and run the same command again.",
+            path=str(folder),
+            needed=needed,
+            free=free,
+        )
+
+
+def _mb(n: int) -> str:
+    return f"{n / MB:.1f} MB" if n < 10 * MB else f"{n // MB} MB"
 
 
 @contextmanager

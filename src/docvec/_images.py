@@ -10,34 +10,58 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image, UnidentifiedImageError
 
+from ._config import DECODE_BUDGET_MB
 from ._errors import InputError
 from ._profiles import ImageBounds
 
 __all__ = [
-    "MAX_SOURCE_PIXELS",
     "ImageInput",
+    "bomb_reason",
+    "decode_cost",
+    "decode_refusal",
     "load_image",
     "prepare_image",
     "smart_resize",
-    "source_too_large",
     "to_rgb",
 ]
 
 ImageInput = Image.Image | str | Path
 
-#: The largest source image docvec decodes (128 Mpx, ~400 MB as RGB), wherever it is decoded: the
-#: embedder (``docvec embed``, the library) and the render workers (ingest, uploads) apply this one rule
-#: to the size an image's header declares, before decoding. It sits below Pillow's own decompression-bomb
-#: limit (2 x ``Image.MAX_IMAGE_PIXELS``, 179 Mpx by default), so Pillow's guard stays on as a backstop and
-#: this rule answers first.
-MAX_SOURCE_PIXELS = 2**27
+# Bytes a pixel takes decoded, by Pillow mode.
+_MODE_BYTES = {"1": 1, "L": 1, "P": 1, "LA": 2, "La": 2, "PA": 2, "I;16": 2, "I;16B": 2, "I;16L": 2, "RGB": 3}
 
 
-def source_too_large(width: int, height: int) -> str | None:
-    """Why an image of ``width`` x ``height`` is refused before decoding, or ``None`` when it is not."""
-    if width * height > MAX_SOURCE_PIXELS:
-        return f"image is {width}x{height}: too large to decode (over {MAX_SOURCE_PIXELS} pixels)"
-    return None
+def decode_cost(image: Image.Image) -> int:
+    """About the most memory (bytes) decoding ``image`` and making it RGB takes, from its header alone:
+    the decoded pixels, the RGB copy, and for transparency the RGBA copies compositing onto white takes."""
+    width, height = image.size
+    pixel = _MODE_BYTES.get(image.mode, 4) + 3
+    if "A" in image.getbands() or image.info.get("transparency") is not None:
+        pixel += 8
+    return width * height * pixel
+
+
+def decode_refusal(image: Image.Image, budget: int) -> str | None:
+    """Why ``image`` is refused before decoding (it would take more than ``budget`` bytes), or ``None``.
+
+    The one rule wherever docvec decodes an image: the embedder (``docvec embed``, the library) and the
+    render workers (ingest, uploads) alike, with the budget ``DOCVEC_RENDER__MAX_MEMORY_MB`` sets.
+    """
+    cost = decode_cost(image)
+    if cost <= budget:
+        return None
+    width, height = image.size
+    return (
+        f"image is {width}x{height} {image.mode}: decoding it takes about {cost >> 20} MB, over the "
+        f"{budget >> 20} MB limit (DOCVEC_RENDER__MAX_MEMORY_MB)"
+    )
+
+
+def bomb_reason(error: Image.DecompressionBombError) -> str:
+    """The reason an image is refused when Pillow's own guard refuses it while opening (past 2 x
+    ``Image.MAX_IMAGE_PIXELS``, 179 Mpx by default, before docvec sees its size): the same words wherever
+    it happens."""
+    return f"image is too large to decode ({error})"
 
 
 def smart_resize(height: int, width: int, bounds: ImageBounds) -> tuple[int, int]:
@@ -66,8 +90,9 @@ def smart_resize(height: int, width: int, bounds: ImageBounds) -> tuple[int, int
     return h, w
 
 
-def load_image(image: ImageInput) -> Image.Image:
-    """Open ``image`` (a path or a PIL image) fully, as RGB; errors name the file and the reason."""
+def load_image(image: ImageInput, *, budget: int = DECODE_BUDGET_MB << 20) -> Image.Image:
+    """Open ``image`` (a path or a PIL image) fully, as RGB; errors name the file and the reason. A file
+    whose decoding would take more than ``budget`` bytes is refused before it is decoded."""
     if isinstance(image, Image.Image):
         img, name = image, "image"
     elif isinstance(image, str | Path):
@@ -77,15 +102,14 @@ def load_image(image: ImageInput) -> Image.Image:
             raise InputError("no such file" if not path.exists() else "not a file", item=name)
         try:
             with Image.open(path) as opened:
-                if reason := source_too_large(opened.width, opened.height):
+                if reason := decode_refusal(opened, budget):
                     raise InputError(reason, item=name)
                 opened.load()
                 img = opened.copy()
         except UnidentifiedImageError:
             raise InputError("not an image file Pillow can read", item=name) from None
         except Image.DecompressionBombError as e:
-            # Pillow's own limit, lowered by the application below docvec's: the same refusal.
-            raise InputError(f"image is too large to decode ({e})", item=name) from None
+            raise InputError(bomb_reason(e), item=name) from None
         except (OSError, ValueError, SyntaxError) as e:
             raise InputError(f"cannot decode image: {e}", item=name) from None
     else:

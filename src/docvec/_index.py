@@ -24,6 +24,7 @@ from ._closing import Closing
 from ._config import Settings
 from ._embed import Embedder
 from ._errors import CollectionNotFoundError, IngestError, InputError
+from ._fileio import MB
 from ._ingest import Ingestor, PageFn, ProgressFn
 from ._pagestore import PageStore
 from ._provenance import check_same_vectors, embedding_info, recorded_info
@@ -57,15 +58,20 @@ class Index(Closing):
     ``delete``, ``prune``) run one at a time.
     """
 
-    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None, create: bool = True) -> None:
         """Open the store ``settings`` name (see :meth:`open`); ``embedder``, if given, is used instead of
         loading ``settings.model`` and is left open for its owner."""
         self.settings = settings
         self.collection = settings.collection
-        self.pages = PageStore(settings.data_dir / "pages")
+        reserve = settings.store_reserve_mb * MB
+        self.pages = PageStore(settings.data_dir / "pages", reserve=reserve)
         self.uploads = settings.data_dir / "uploads"
         self._store: Store = open_store(
-            path=settings.data_dir / "qdrant", url=settings.qdrant_url, api_key=settings.qdrant_api_key
+            path=settings.data_dir / "qdrant",
+            url=settings.qdrant_url,
+            api_key=settings.qdrant_api_key,
+            reserve=reserve,
+            create=create,
         )
         self._embedder = embedder
         self._owns_embedder = embedder is None
@@ -77,13 +83,20 @@ class Index(Closing):
 
     @classmethod
     def open(
-        cls, where: Settings | str | Path | None = None, *, embedder: Embedder | None = None, **overrides: Any
+        cls,
+        where: Settings | str | Path | None = None,
+        *,
+        embedder: Embedder | None = None,
+        create: bool = True,
+        **overrides: Any,
     ) -> Index:
         """Open an index.
 
         ``where`` is a :class:`Settings`, a data folder (everything else from ``DOCVEC_*`` variables and
         ``.env``), or ``None`` (all of it from there); ``overrides`` replace single settings, e.g.
-        ``collection="papers"`` or ``model="jina-v4"``.
+        ``collection="papers"`` or ``model="jina-v4"``. With ``create=False`` an embedded store that does
+        not exist yet is created (and its folder locked) only by the first write, so that only looking
+        leaves no trace.
         """
         if isinstance(where, Settings):
             settings = where.model_copy(update=overrides) if overrides else where
@@ -91,7 +104,7 @@ class Index(Closing):
             settings = Settings(**overrides)
         else:
             settings = Settings(data_dir=Path(where).expanduser(), **overrides)
-        return cls(settings, embedder=embedder)
+        return cls(settings, embedder=embedder, create=create)
 
     # -- the model, loaded when first needed ---------------------------------------------------------
 
@@ -103,7 +116,12 @@ class Index(Closing):
                 from ._hub import find_registered  # huggingface_hub: only when a model is opened
 
                 find = functools.partial(find_registered, cache_dir=self.settings.cache_dir)
-                self._embedder = Embedder.open(self.settings.model, self.settings.embed, find_registered=find)
+                self._embedder = Embedder.open(
+                    self.settings.model,
+                    self.settings.embed,
+                    find_registered=find,
+                    decode_budget=self.settings.render.max_memory_mb * MB,
+                )
             return self._embedder
 
     def prepare(self) -> None:
@@ -151,7 +169,8 @@ class Index(Closing):
     def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
         """The first half of :meth:`add_upload`: keep the upload (refused, with nothing kept, when over
         ``limit`` bytes, empty or no document) and identify it, without indexing it yet."""
-        return save_upload(stream, self.uploads, limit=limit, name=name)
+        reserve = self.settings.store_reserve_mb * MB
+        return save_upload(stream, self.uploads, limit=limit, name=name, reserve=reserve)
 
     def add_upload(
         self,

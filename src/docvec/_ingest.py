@@ -6,10 +6,13 @@ The rules that make runs repeatable:
   without rendering or embedding it;
 - a point's id is derived from (document, page, embedding key), so writing a page again overwrites it:
   a run killed half-way and run again ends with exactly the points of a clean run;
-- every point carries ``pages_indexed``; a document is complete when the store holds that many points for
-  it, so a document interrupted between two write batches is redone by the next run;
-- a document's pages are written only after all of them were embedded, and the points of the file's
-  previous version are removed only after that: a search never finds the document missing.
+- a document's pages are written in batches of :data:`BATCH` as they are embedded, marked ``state:
+  writing``, which searches leave out; when the last is written, every page is marked ``complete`` with
+  the number written (``pages_indexed``) in one update. A run killed half-way through a long document
+  resumes it after the last batch written, so it loses at most one batch of work;
+- the points of the file's previous version are removed only after its new version is complete, so a
+  search never finds the document missing; and any run that finds a complete document removes what is
+  left of the file's other versions (a run killed between the two steps left them).
 """
 
 from __future__ import annotations
@@ -22,19 +25,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from pydantic_core import to_jsonable_python
 
 from ._embed import Embedder
-from ._errors import InputError, RenderError, StoreError, StoreUnavailableError
-from ._pagestore import PageStore, StoredPage
+from ._errors import DiskFullError, InputError, PageStoreError, RenderError, StoreError, StoreUnavailableError
+from ._pagestore import PageStore
 from ._provenance import check_same_vectors, embedding_info, recorded_info
 from ._records import IngestFailure, IngestReport, PagePayload
-from ._render import DocumentInfo, PageFailure, Renderer
+from ._render import DocumentInfo, PageFailure, RenderedPage, Renderer
 from ._sources import SourceDocument, discover, identify
 from ._store import Filter, Point, Store, point_id
 
 __all__ = ["IngestProgress", "Ingestor", "PageFn", "ProgressFn"]
 
 log = logging.getLogger("docvec")
+
+#: pages written to the store at once while a document is embedded (the most a killed run loses)
+BATCH = 32
 
 PageFn = Callable[[int, int], None]  # (pages of the current document done, its page count)
 
@@ -109,24 +116,39 @@ class Ingestor:
         cannot be reached ends the run with
         :class:`~docvec.StoreUnavailableError` (what was written stays).
         """
-        files, failures = discover(paths, recursive=recursive)
-        report = IngestReport(documents_failed=len(failures), failures=failures)
-        for done, path in enumerate(files):
-            on_page = None
-            if progress is not None:
-                # page by page: the finished documents' report, and where this one stands
-                on_page = functools.partial(_tell, progress, len(files), done, str(path), report)
-            report += self.ingest_file(path, tags=tags, progress=on_page)
-            if progress is not None:
-                progress(IngestProgress(len(files), done + 1, None, 0, 0, report))
-        if prune:
-            report.documents_removed += self.prune()
-        self.commit()
+        found = discover(paths, recursive=recursive)
+        files = found.files
+        report = IngestReport(
+            documents_failed=len(found.failures),
+            failures=found.failures,
+            ignored=[str(p) for p in found.ignored],
+        )
+        try:
+            for done, path in enumerate(files):
+                on_page = None
+                if progress is not None:
+                    # page by page: the finished documents' report, and where this one stands
+                    on_page = functools.partial(_tell, progress, len(files), done, str(path), report)
+                report += self.ingest_file(path, tags=tags, progress=on_page)
+                if progress is not None:
+                    progress(IngestProgress(len(files), done + 1, None, 0, 0, report))
+            if prune:
+                report.documents_removed += self.prune()
+            self.commit()
+        except StoreError as e:
+            e.partial = report  # what the run did before the store stopped it: written, and kept
+            raise
         return report
 
     def commit(self) -> None:
-        """End a run of writes: bring the collection's search index up to date, and make it all durable."""
-        self.store.optimize(self.collection)
+        """End a run of writes: bring the collection's search index up to date, and make it all durable.
+
+        Without the room to optimize, the collection stays as written (searchable, by a slower scan) and
+        the next run with room optimizes it: a warning, not a failure."""
+        try:
+            self.store.optimize(self.collection)
+        except DiskFullError as e:
+            log.warning("%s (the collection is not optimized: searches scan it unquantized meanwhile)", e)
         self.store.flush()
 
     def ingest_file(
@@ -150,12 +172,14 @@ class Ingestor:
                 return self._skip(document, state, list(tags))
             info = self.renderer.open(document.path, document.kind)
             document = dataclasses.replace(document, page_count=info.page_count)
-            report, written = self._index(document, list(tags), progress)
+            if state.resume_after:
+                log.info("%s: resuming after page %d", source, state.resume_after)
+            report, written = self._index(document, list(tags), progress, state)
         except (RenderError, InputError) as e:
             return _failed(source, e.reason)
-        except StoreUnavailableError:
-            raise
-        except StoreError as e:
+        except (StoreUnavailableError, DiskFullError):
+            raise  # the next document would fail the same way: the run stops, with what it wrote kept
+        except (StoreError, PageStoreError) as e:
             return _failed(source, f"store: {e}")
         if written:
             log.info("indexed %s (%d pages)", source, written)
@@ -195,65 +219,101 @@ class Ingestor:
         if update:
             self.store.set_payload(self.collection, Filter(doc_ids=(document.doc_id,)), update)
         pages = self.store.count(self.collection, Filter(doc_ids=(document.doc_id,)))
-        return IngestReport(documents_skipped=1, pages_skipped=pages, documents_updated=int(bool(update)))
+        removed = 0
+        if self.store.count(self.collection, Filter(sources=(source,))) > pages:
+            # the file's previous version is still there: a run was killed after it wrote this one
+            removed = self._remove_old_versions(source, document.doc_id)
+        return IngestReport(
+            documents_skipped=1,
+            pages_skipped=pages,
+            documents_updated=int(bool(update)),
+            documents_removed=removed,
+        )
 
     def _index(
-        self, document: SourceDocument, tags: list[str], progress: PageFn | None
+        self, document: SourceDocument, tags: list[str], progress: PageFn | None, state: _DocState
     ) -> tuple[IngestReport, int]:
-        """Render and embed every page, then write them all; the report holds the pages that failed (and
-        the document, when none could be rendered), the number the pages written."""
-        # only what the payloads need: the page images themselves are dropped as soon as they are stored
-        rendered: list[tuple[int, tuple[int, int], np.ndarray, StoredPage]] = []
-        failed: list[IngestFailure] = []
+        """Render, embed and write the pages after ``state.resume_after``, batch by batch, then mark the
+        document complete; the report holds the pages that failed (or the document, when none could be
+        rendered), the number the pages of the document written in all."""
         path = document.path
-        for done, item in enumerate(
-            self.renderer.pages(DocumentInfo(path, document.kind, document.page_count)), start=1
-        ):
+        now = datetime.now(UTC)
+        batch: list[Point] = []
+        failed: list[IngestFailure] = []
+        written = state.written
+        pages = self.renderer.pages(
+            DocumentInfo(path, document.kind, document.page_count), first=state.resume_after + 1
+        )
+        for item in pages:
             if isinstance(item, PageFailure):
                 failed.append(IngestFailure(path=str(path), page=item.number, reason=item.reason))
             else:
                 try:
                     vec = self.embedder.embed_images([item.image])[0]
                 except InputError as e:
+                    log.warning("%s: page %d: %s", path, item.number, e.reason)
                     failed.append(IngestFailure(path=str(path), page=item.number, reason=e.reason))
                 else:
-                    rendered.append((item.number, item.image.size, vec, self.pages.put(item.image)))
+                    batch.append(self._point(document, item, vec, tags, now))
+            if len(batch) >= BATCH:
+                self.store.upsert(self.collection, batch)
+                written += len(batch)
+                batch = []
             if progress:
-                progress(done, document.page_count)
-        report = IngestReport(pages_failed=len(failed), failures=failed)
-        if not rendered:
-            return report + _failed(path, "no page could be rendered"), 0
-        now = datetime.now(UTC)
-        points = [
-            Point(
-                id=point_id(document.doc_id, number, self.info.key),
-                vector=vec,
-                payload=PagePayload(
-                    doc_id=document.doc_id,
-                    source=str(path),
-                    name=document.name,
-                    page=number,
-                    page_count=document.page_count,
-                    pages_indexed=len(rendered),
-                    content_sha256=document.sha256,
-                    kind=document.kind,
-                    width=size[0],
-                    height=size[1],
-                    image=stored.image,
-                    thumbnail=stored.thumbnail,
-                    embedding=self.info,
-                    ingested_at=now,
-                    tags=tags,
-                ).model_dump(mode="json"),
-            )
-            for number, size, vec, stored in rendered
-        ]
-        self.store.upsert(self.collection, points)
-        return report, len(points)
+                progress(item.number, document.page_count)
+        if batch:
+            self.store.upsert(self.collection, batch)
+            written += len(batch)
+        if not written:
+            if document.page_count == 1 and len(failed) == 1:  # its only page: one failure, the page's
+                return IngestReport(documents_failed=1, pages_failed=1, failures=failed), 0
+            return IngestReport(pages_failed=len(failed), failures=failed) + _failed(
+                path, "no page could be rendered"
+            ), 0
+        # one update makes the whole document searchable at once, under its final name, tags and count
+        finish = {
+            "state": "complete",
+            "pages_indexed": written,
+            "source": str(path),
+            "name": document.name,
+            "tags": tags,
+            "ingested_at": to_jsonable_python(now),
+        }
+        self.store.set_payload(self.collection, Filter(doc_ids=(document.doc_id,)), finish)
+        return IngestReport(pages_failed=len(failed), failures=failed), written - state.written
+
+    def _point(
+        self, document: SourceDocument, page: RenderedPage, vec: np.ndarray, tags: list[str], now: datetime
+    ) -> Point:
+        """A page's point, its image in the page store, marked as being written."""
+        stored = self.pages.put(page.image)
+        payload = PagePayload(
+            doc_id=document.doc_id,
+            source=str(document.path),
+            name=document.name,
+            page=page.number,
+            page_count=document.page_count,
+            pages_indexed=document.page_count,  # until the document is complete: then, the pages written
+            content_sha256=document.sha256,
+            kind=document.kind,
+            width=page.image.width,
+            height=page.image.height,
+            image=stored.image,
+            thumbnail=stored.thumbnail,
+            embedding=self.info,
+            ingested_at=now,
+            tags=tags,
+            state="writing",
+        )
+        return Point(
+            id=point_id(document.doc_id, page.number, self.info.key),
+            vector=vec,
+            payload=payload.model_dump(mode="json"),
+        )
 
     def _state(self, doc_id: str) -> _DocState:
-        """Whether the store holds all of a document's pages for this embedding key, where it was read from
-        and its tags."""
+        """Where the store stands with a document for this embedding key: complete, part-written (and up
+        to which page), or not there; where it was read from and its tags."""
         flt = Filter(doc_ids=(doc_id,))
         first = next(iter(self.store.scroll(self.collection, flt, batch=1)), None)
         if first is None:
@@ -262,6 +322,9 @@ class Ingestor:
         source, tags = payload.get("source"), sorted(str(t) for t in payload.get("tags") or ())
         if payload.get("embedding", {}).get("key") != self.info.key:
             return _DocState(complete=False, source=source, tags=tags)
+        if payload.get("state") == "writing":
+            numbers = [int(p.get("page", 0)) for _, p in self.store.scroll(self.collection, flt, batch=1024)]
+            return _DocState(False, source, tags, resume_after=max(numbers), written=len(numbers))
         n = self.store.count(self.collection, flt)
         return _DocState(complete=n == payload.get("pages_indexed"), source=source, tags=tags)
 
@@ -281,3 +344,5 @@ class _DocState:
     complete: bool
     source: str | None
     tags: list[str]
+    resume_after: int = 0  # the last page of a part-written document (its pages are written in order)
+    written: int = 0  # its pages written so far

@@ -9,14 +9,16 @@ ingested, and a write is atomic (temporary file, then rename): a crash never lea
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image
 
-from ._errors import NotFoundError, PageStoreError
-from ._fileio import atomic_writer
+from ._errors import DiskFullError, NotFoundError, PageStoreError
+from ._fileio import atomic_writer, check_free_space
 
 __all__ = ["PageStore", "StoredPage"]
 
@@ -34,8 +36,10 @@ class StoredPage:
 class PageStore:
     """A folder of page images addressed by content."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, reserve: int = 0) -> None:
+        """A page store in ``root``, keeping ``reserve`` bytes free on its disk (see DiskFullError)."""
         self.root = root
+        self.reserve = reserve
 
     def put(self, image: Image.Image) -> StoredPage:
         """Store ``image`` (and its thumbnail) unless already there; return their relative paths."""
@@ -43,6 +47,7 @@ class PageStore:
         digest = hashlib.sha256(f"{image.mode}{image.size}{digest}".encode()).hexdigest()
         rel = Path(digest[:2]) / digest
         page, thumb = rel.with_suffix(".png"), Path(f"{rel}.thumb.jpg")
+        check_free_space(self.root, 3 * image.width * image.height, self.reserve, "a page image")
         try:
             if not (self.root / page).is_file():
                 self._write(self.root / page, image, "PNG", optimize=False, compress_level=3)
@@ -51,6 +56,15 @@ class PageStore:
                 small.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE), Image.Resampling.LANCZOS)
                 self._write(self.root / thumb, small, "JPEG", quality=85)
         except OSError as e:
+            if e.errno == errno.ENOSPC:
+                free = shutil.disk_usage(self.root).free
+                raise DiskFullError(
+                    f"the disk of the page store {self.root} is full ({free} bytes free); everything written "
+                    "before is kept. Free some space and run the same command again.",
+                    path=str(self.root),
+                    needed=3 * image.width * image.height,
+                    free=free,
+                ) from None
             raise PageStoreError(f"cannot write to the page store {self.root}: {e.strerror or e}") from None
         return StoredPage(image=page.as_posix(), thumbnail=thumb.as_posix())
 

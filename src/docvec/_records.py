@@ -140,6 +140,13 @@ class PagePayload(BaseModel):
     embedding: EmbeddingInfo
     ingested_at: datetime
     tags: list[str] = Field(default_factory=list, description='User metadata as "key=value" strings.')
+    state: Literal["writing", "complete"] | None = Field(
+        None,
+        description=(
+            "writing: the document's pages are still being written (searches leave them out); complete: "
+            "all written (older pages: none, meaning complete)."
+        ),
+    )
 
 
 class IngestFailure(BaseModel):
@@ -171,6 +178,10 @@ class IngestReport(BaseModel):
         0, description="Unchanged documents moved or retagged in place (counted as skipped too)."
     )
     failures: list[IngestFailure] = Field(default_factory=list)
+    ignored: list[str] = Field(
+        default_factory=list,
+        description="Files in the folders read that are not documents docvec reads (by their names).",
+    )
 
     @property
     def ok(self) -> bool:
@@ -185,6 +196,7 @@ class IngestReport(BaseModel):
             + (f", {self.documents_updated} updated in place" if self.documents_updated else "")
             + f"); failed {self.documents_failed} documents, {self.pages_failed} pages"
             + (f"; removed {self.documents_removed}" if self.documents_removed else "")
+            + (f"; ignored {len(self.ignored)} files that are not documents" if self.ignored else "")
         )
 
     def __add__(self, other: IngestReport) -> IngestReport:

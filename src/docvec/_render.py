@@ -30,14 +30,15 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Literal
 
-from PIL import Image
+from PIL import Image, features
 
 from . import _render_worker as w
 from ._closing import Closing
-from ._config import RENDER_TIMEOUT_S
+from ._config import DECODE_BUDGET_MB, RENDER_TIMEOUT_S
 from ._errors import ConfigError, InputError, RenderError, RendererStateError
 
 __all__ = [
+    "READS_JPEG2000",
     "DocumentInfo",
     "PageFailure",
     "RenderedPage",
@@ -92,7 +93,8 @@ def detect_kind(path: Path) -> DocumentKind | None:
     """Whether ``path`` holds a PDF or an image, by content (never by extension); ``None`` for neither.
 
     A PDF has ``%PDF-`` within its first 1024 bytes (some carry junk before it); images are PNG, JPEG,
-    TIFF (either byte order, BigTIFF too), WebP, BMP and GIF. An unreadable file raises :class:`RenderError`.
+    TIFF (either byte order, BigTIFF too), WebP, BMP, GIF, and JPEG 2000 where Pillow reads it. An
+    unreadable file raises :class:`RenderError`.
     """
     try:
         with open(path, "rb") as f:
@@ -110,8 +112,15 @@ def detect_kind(path: Path) -> DocumentKind | None:
     return None
 
 
+#: JPEG 2000, read where Pillow has OpenJPEG: the JP2 box signature, and a bare codestream
+_JPEG2000 = (b"\x00\x00\x00\x0cjP  \r\n\x87\n", b"\xff\x4f\xff\x51")
+READS_JPEG2000 = features.check("jpg_2000")
+
+
 def _is_image(head: bytes) -> bool:
     if head.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")):
+        return True
+    if READS_JPEG2000 and head.startswith(_JPEG2000):
         return True
     if head.startswith((b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")):  # TIFF, BigTIFF
         return True
@@ -132,7 +141,7 @@ class _TimedOut(Exception):
 class _Worker:
     """The parent's handle on one worker process: a task pipe in, a result pipe out."""
 
-    def __init__(self, ctx: SpawnContext) -> None:
+    def __init__(self, ctx: SpawnContext, memory_limit: int) -> None:
         tasks_in, self.tasks = ctx.Pipe(duplex=False)
         self.results, results_out = ctx.Pipe(duplex=False)
         if sys.platform == "linux":
@@ -142,7 +151,7 @@ class _Worker:
             with contextlib.suppress(OSError):
                 fcntl.fcntl(self.results.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
         self.process: BaseProcess = ctx.Process(
-            target=w.serve, args=(tasks_in, results_out), name="docvec-render", daemon=True
+            target=w.serve, args=(tasks_in, results_out, memory_limit), name="docvec-render", daemon=True
         )
         self.process.start()
         self.ready = False  # until its Ready message is read
@@ -232,8 +241,10 @@ class Renderer(Closing):
     ``workers`` processes share a document's pages (each opens the document itself), pages are still
     yielded in order. ``target_pixels`` is the pixel budget a PDF page is rendered near; ``max_pixels``
     (default 4 x target) is a hard cap on any page or image; ``timeout_s`` limits the time spent rendering
-    one document (waiting for its pages; the consumer's time between pages is not counted). A timed-out
-    or crashed worker is replaced, and the renderer goes on with the next document.
+    one document (waiting for its pages; the consumer's time between pages is not counted);
+    ``memory_limit`` (bytes) is the most decoding one image may take, held by each worker (see
+    :func:`docvec._render_worker.serve`). A timed-out or crashed worker is replaced, and the renderer goes
+    on with the next document.
 
     One document at a time: a renderer is not for use from several threads. Workers are started with
     ``spawn``, which re-imports the main module: a script that creates a renderer needs the usual
@@ -247,6 +258,7 @@ class Renderer(Closing):
         target_pixels: int,
         max_pixels: int | None = None,
         timeout_s: float = RENDER_TIMEOUT_S,
+        memory_limit: int = DECODE_BUDGET_MB << 20,
     ) -> None:
         if workers < 1:
             raise ConfigError(f"workers must be at least 1, got {workers}")
@@ -261,6 +273,7 @@ class Renderer(Closing):
         self.target_pixels = target_pixels
         self.max_pixels = max_pixels
         self.timeout_s = timeout_s
+        self.memory_limit = memory_limit
         self._ctx: SpawnContext = multiprocessing.get_context("spawn")
         self._pool: list[_Worker | None] = [None] * workers
         self._job = 0
@@ -423,7 +436,7 @@ class Renderer(Closing):
                 if worker is not None:
                     worker.kill()
                 try:
-                    self._pool[i] = _Worker(self._ctx)
+                    self._pool[i] = _Worker(self._ctx, self.memory_limit)
                 except OSError as e:  # out of processes, memory or file descriptors
                     self._pool[i] = None
                     raise RenderError(path, f"the render worker could not start ({e})") from None
@@ -453,7 +466,7 @@ class Renderer(Closing):
         self._pool[i] = None
         if not self._closed:
             try:
-                self._pool[i] = _Worker(self._ctx)
+                self._pool[i] = _Worker(self._ctx, self.memory_limit)
             except OSError as e:
                 log.warning("cannot start a render worker now (%s); retrying with the next document", e)
 

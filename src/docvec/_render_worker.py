@@ -14,6 +14,7 @@ closing :class:`End`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import queue
@@ -25,10 +26,15 @@ from typing import Any, NamedTuple
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from ._images import source_too_large, to_rgb
+from ._images import bomb_reason, decode_refusal, to_rgb
 
 # Pages a worker may hold finished but not yet taken by the parent (besides the one being sent).
 PREFETCH = 2
+# PDFium keeps what it parsed of a document's pages until the document is closed: over a 2,000-page PDF a
+# worker grew by hundreds of MB. Reopening the document every so many pages keeps its memory flat.
+REOPEN_EVERY = 64
+# What a worker takes for itself (Python, Pillow, PDFium, numpy) on top of the decoding budget.
+OWN_MEMORY = 256 << 20
 
 
 class OpenTask(NamedTuple):
@@ -133,18 +139,23 @@ def fit_within(width: int, height: int, max_pixels: int) -> tuple[int, int]:
     return w, h
 
 
-def serve(tasks: Connection, results: Connection) -> None:
-    """Worker process entry point: answer tasks until :class:`Stop` or until the parent goes away."""
-    # This process decodes for docvec alone: docvec's rule (source_too_large, checked on every frame, where
-    # Pillow checks only the first one when opening) is the one that applies, with docvec's message.
-    Image.MAX_IMAGE_PIXELS = None
+def serve(tasks: Connection, results: Connection, memory_limit: int) -> None:
+    """Worker process entry point: answer tasks until :class:`Stop` or until the parent goes away.
+
+    ``memory_limit`` (bytes) is the most an image's decoding may take: larger ones are refused before
+    they are decoded, and the OS holds this process to it (plus its own :data:`OWN_MEMORY`), so that
+    anything else that grows past it (a decoder, PDFium) fails one page, not the machine.
+    """
+    _limit_memory(memory_limit + OWN_MEMORY)
+    # pypdfium2's advice on XFA forms (rebuild PDFium) is for its own users; pages render without them
+    logging.getLogger("pypdfium2").setLevel(logging.ERROR)
     # Ctrl-C at a terminal reaches the whole process group: the parent decides what stops, and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     out: queue.Queue[Outgoing | None] = queue.Queue(maxsize=PREFETCH)
     sender = threading.Thread(target=_send_loop, args=(out, results), name="docvec-render-send", daemon=True)
     sender.start()
     out.put((Ready(os.getpid()), None))
-    worker = _Worker(tasks, out)
+    worker = _Worker(tasks, out, memory_limit)
     worker.run()
     out.put(None)
     sender.join()
@@ -162,10 +173,23 @@ def _send_loop(out: queue.Queue[Outgoing | None], results: Connection) -> None:
             os._exit(0)
 
 
+def _limit_memory(limit: int) -> None:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX: the decode budget still applies
+        return
+    # RLIMIT_DATA counts the heap and private mappings: decoded images, PDFium's bitmaps
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
 class _Worker:
-    def __init__(self, tasks: Connection, out: queue.Queue[Outgoing | None]) -> None:
+    def __init__(self, tasks: Connection, out: queue.Queue[Outgoing | None], memory_limit: int) -> None:
         self.tasks = tasks
         self.out = out
+        self.memory_limit = memory_limit
         self.stopping = False
 
     def run(self) -> None:
@@ -223,13 +247,16 @@ class _Worker:
     def _render_pdf(self, task: RenderTask) -> None:
         pdf = _open_pdf(task.path)
         try:
-            for number in range(task.start, len(pdf) + 1, task.step):
+            for done, number in enumerate(range(task.start, len(pdf) + 1, task.step), start=1):
                 if self.cancelled(task.job):
                     return
                 try:
                     self.out.put(_render_pdf_page(pdf, number, task))
                 except _PageFailure as e:
                     self.out.put((PageFailed(task.job, number, str(e)), None))
+                if done % REOPEN_EVERY == 0:
+                    pdf.close()
+                    pdf = _open_pdf(task.path)
         finally:
             pdf.close()
 
@@ -239,7 +266,7 @@ class _Worker:
                 if self.cancelled(task.job):
                     return
                 try:
-                    rgb = _image_frame(image, number, task.max_pixels)
+                    rgb = _image_frame(image, number, task.max_pixels, self.memory_limit)
                 except _PageFailure as e:
                     self.out.put((PageFailed(task.job, number, str(e)), None))
                     continue
@@ -322,6 +349,8 @@ def _open_image(path: str) -> Image.Image:
         return Image.open(path)
     except UnidentifiedImageError:
         raise _DocumentFailure("not an image Pillow can read") from None
+    except Image.DecompressionBombError as e:  # Pillow's guard, as when docvec embeds an image file
+        raise _DocumentFailure(bomb_reason(e)) from None
     except (OSError, ValueError, SyntaxError) as e:
         raise _DocumentFailure(f"cannot read the image: {e}") from None
     except Exception as e:  # Pillow's plugins raise odd types (struct.error, IndexError) on damaged files
@@ -336,17 +365,18 @@ def _frame_count(image: Image.Image) -> int:
     return 1
 
 
-def _image_frame(image: Image.Image, number: int, max_pixels: int) -> Image.Image:
-    """Frame ``number`` (1-based) upright, RGB on white, downscaled to at most ``max_pixels``."""
+def _image_frame(image: Image.Image, number: int, max_pixels: int, budget: int) -> Image.Image:
+    """Frame ``number`` (1-based) upright, RGB on white, downscaled to at most ``max_pixels``; refused
+    before decoding when that would take more than ``budget`` bytes."""
     try:
         if number > 1:
             image.seek(number - 1)
         width, height = image.size
-        if reason := source_too_large(width, height):
-            raise _PageFailure(reason)
         if width * height > max_pixels and image.format == "JPEG":
             # JPEG can decode at 1/2, 1/4, 1/8 scale: far less work and memory for a large photo or scan.
             image.draft(None, fit_within(width, height, max_pixels))
+        if reason := decode_refusal(image, budget):  # the size as it will be decoded (drafted, if JPEG)
+            raise _PageFailure(reason)
         image.load()
         frame = ImageOps.exif_transpose(image)
         if frame.mode.startswith("I;16"):

@@ -72,7 +72,7 @@ def to_store_filter(store: Store, collection: str, flt: SearchFilter) -> Filter 
         if not docs:
             return None
         doc_ids = tuple(sorted(docs))
-    return Filter(doc_ids=doc_ids, sources=sources, tags=tags)
+    return Filter(doc_ids=doc_ids, sources=sources, tags=tags, finished=True)
 
 
 def search(
@@ -84,12 +84,13 @@ def search(
     k: int = 5,
     flt: SearchFilter | None = None,
 ) -> list[Hit]:
-    """The ``k`` pages that best match ``query``, best first, among those ``flt`` admits.
+    """The ``k`` pages that best match ``query``, best first, among those ``flt`` admits; never a page of a
+    document still being written (a new version of a file stands in for the old one once it is whole).
 
     Raises :class:`InputError` for a ``k`` outside 1..100 or an empty query.
     """
     check_query(query, k)
-    store_flt: Filter | None = None
+    store_flt: Filter | None = Filter(finished=True)
     if flt is not None and not flt.is_empty:
         store_flt = to_store_filter(store, collection, flt)
         if store_flt is None:

@@ -19,11 +19,13 @@ from typing import BinaryIO
 from PIL import Image
 
 from ._errors import RenderError, TooLargeError
+from ._fileio import check_free_space
 from ._records import IngestFailure
-from ._render import DocumentKind, detect_kind
+from ._render import READS_JPEG2000, DocumentKind, detect_kind
 
 __all__ = [
     "DOCUMENT_SUFFIXES",
+    "Found",
     "SourceDocument",
     "discover",
     "document_id",
@@ -32,9 +34,12 @@ __all__ = [
     "sha256_of",
 ]
 
-#: Files found in folders are considered only with these suffixes; named files are always tried, and
-#: their kind is decided by content.
-DOCUMENT_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp", ".gif"})
+#: Files found in folders are considered only with these suffixes (the others are reported as ignored);
+#: named files are always tried, and their kind is decided by content.
+DOCUMENT_SUFFIXES = frozenset(
+    {".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp", ".gif"}
+    | ({".jp2", ".j2k", ".jpx", ".jpf"} if READS_JPEG2000 else set())
+)
 _NOT_A_DOCUMENT = "not a document (neither a PDF nor an image)"
 
 
@@ -55,15 +60,25 @@ def document_id(sha256: str) -> str:
     return sha256[:32]
 
 
-def discover(
-    paths: Sequence[str | Path], *, recursive: bool = True
-) -> tuple[list[Path], list[IngestFailure]]:
+@dataclass(frozen=True)
+class Found:
+    """What :func:`discover` found: the files to ingest, the names that match nothing (as failures), and
+    the files in the folders that docvec does not read (by their names: ``.docx``, ``.xps``, ...)."""
+
+    files: list[Path]
+    failures: list[IngestFailure]
+    ignored: list[Path]
+
+
+def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Found:
     """The files to ingest: named files, folders (recursively) and glob patterns, each once, sorted;
     ``~`` stands for the home folder, as in a shell.
 
     A name that matches nothing is a failure record, not an exception: the rest of the run goes on.
+    Hidden files in folders are passed over; other files docvec does not read are listed as ignored.
     """
     found: dict[Path, None] = {}
+    ignored: dict[Path, None] = {}
     failures: list[IngestFailure] = []
     for raw in paths:
         text = os.path.expanduser(str(raw))
@@ -79,11 +94,12 @@ def discover(
             if m.is_dir():
                 walker = m.rglob("*") if recursive else m.glob("*")
                 for f in sorted(walker):
-                    if f.is_file() and f.suffix.lower() in DOCUMENT_SUFFIXES and not f.name.startswith("."):
-                        found[f.resolve()] = None
+                    if not f.is_file() or f.name.startswith("."):
+                        continue
+                    (found if f.suffix.lower() in DOCUMENT_SUFFIXES else ignored)[f.resolve()] = None
             elif m.is_file():
                 found[m.resolve()] = None
-    return sorted(found), failures
+    return Found(sorted(found), failures, sorted(ignored))
 
 
 def identify(path: Path) -> SourceDocument:
@@ -108,10 +124,13 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def save_upload(stream: BinaryIO, folder: Path, *, limit: int, name: str | None = None) -> SourceDocument:
+def save_upload(
+    stream: BinaryIO, folder: Path, *, limit: int, name: str | None = None, reserve: int = 0
+) -> SourceDocument:
     """Stream an upload into ``folder`` as ``<sha256>.<ext>`` (the extension from its content) and
     identify it; nothing is kept when it is over ``limit`` bytes (:class:`TooLargeError`), empty or no
-    document (:class:`RenderError`). ``name`` (the client's file name) is the document's display name and
+    document (:class:`RenderError`), or when its disk would keep less than ``reserve`` bytes free
+    (:class:`~docvec.DiskFullError`). ``name`` (the client's file name) is the document's display name and
     the one its messages use: the server's own paths never appear in them.
 
     The same bytes uploaded twice are one file: a second upload replaces the first with identical content.
@@ -127,6 +146,7 @@ def save_upload(stream: BinaryIO, folder: Path, *, limit: int, name: str | None 
                 size += len(block)
                 if size > limit:
                     raise TooLargeError(f"upload over {limit} bytes", item=shown)
+                check_free_space(folder, len(block), reserve, f"the upload {shown}")
                 h.update(block)
                 tmp.write(block)
         except BaseException:

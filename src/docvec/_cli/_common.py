@@ -74,6 +74,19 @@ def errors() -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes, not when logging was set up: a caller
+    that swaps stderr (a test runner, a notebook) and closes its stream gets no 'Logging error'."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def settings(*, log_level: str | None = None, **overrides: Any) -> Settings:
     """The settings from the environment with the command's options on top; logging set up to match."""
     with errors():
@@ -83,7 +96,7 @@ def settings(*, log_level: str | None = None, **overrides: Any) -> Settings:
             raise ConfigError(str(e)) from None
     level = (log_level or s.log_level).upper()
     logging.basicConfig(
-        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True
+        level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[_Stderr()], force=True
     )
     # libraries that print their own copy of every warning: theirs is enough
     for name in ("huggingface_hub",):

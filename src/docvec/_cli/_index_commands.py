@@ -13,8 +13,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from .._errors import StoreError
 from .._index import Index
-from .._records import DocumentSummary, SearchFilter
+from .._records import DocumentSummary, IngestReport, SearchFilter
 from ._common import CollectionOption, JsonFlag, ModelOption, app, err, errors, out, program, settings
 from ._progress import IngestDisplay
 
@@ -42,7 +43,12 @@ def ingest(
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
     try:
         with errors(), Index.open(s) as index, display:
-            report = index.add(paths, tags=tag or (), recursive=recursive, prune=prune, progress=display)
+            try:
+                report = index.add(paths, tags=tag or (), recursive=recursive, prune=prune, progress=display)
+            except StoreError as e:
+                if e.partial is not None:  # the store stopped the run: say what it did before
+                    _show_report(e.partial, as_json, prefix="stopped: ")
+                raise
     except KeyboardInterrupt:
         done = display.report
         err.print(
@@ -52,14 +58,18 @@ def ingest(
             soft_wrap=True,
         )
         raise typer.Exit(130) from None
-    if as_json:
-        sys.stdout.write(report.model_dump_json() + "\n")
-    else:
-        out.print(report.summary(), highlight=False)
-        for f in report.failures:
-            err.print(f"[red]failed:[/] {f}", highlight=False, soft_wrap=True)
+    _show_report(report, as_json)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _show_report(report: IngestReport, as_json: bool, prefix: str = "") -> None:
+    if as_json:
+        sys.stdout.write(report.model_dump_json() + "\n")
+        return
+    out.print(prefix + report.summary(), highlight=False)
+    for f in report.failures:
+        err.print(f"[red]failed:[/] {f}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -68,7 +78,7 @@ def documents(collection: CollectionOption = None, as_json: JsonFlag = False) ->
     schemas/documents.schema.json)."""
     s = settings(collection=collection)
     found: list[DocumentSummary] = []
-    with errors(), Index.open(s) as index:
+    with errors(), Index.open(s, create=False) as index:
         while True:
             page = index.documents(offset=len(found), limit=1000)
             found += page.documents
@@ -102,7 +112,7 @@ def delete(
 ) -> None:
     """Remove a document (all its pages) from the index."""
     s = settings(collection=collection)
-    with errors(), Index.open(s) as index:
+    with errors(), Index.open(s, create=False) as index:
         n = index.delete(target)
     if not n:
         err.print(f"[bold red]error:[/] nothing indexed under {target}", highlight=False)

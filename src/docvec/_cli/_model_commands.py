@@ -59,7 +59,8 @@ def embed(
         inputs: list[tuple[str, str]] = []
         vectors: list[np.ndarray] = []
         find = partial(hub.find_registered, cache_dir=s.cache_dir)
-        with Embedder.open(s.model, es, find_registered=find) as emb:
+        budget = s.render.max_memory_mb << 20  # the one image decoding limit, as in the render workers
+        with Embedder.open(s.model, es, find_registered=find, decode_budget=budget) as emb:
             if query:
                 vectors.append(emb.embed_queries(query))
                 inputs += [("query", q) for q in query]

@@ -61,9 +61,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def open_store(*, path: Path | None = None, url: str | None = None, api_key: str | None = None) -> Store:
+def open_store(
+    *,
+    path: Path | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    reserve: int = 0,
+    create: bool = True,
+) -> Store:
     """Open the store settings ask for: a Qdrant server at ``url`` if given, else the embedded store in
-    the folder ``path``.
+    the folder ``path``, keeping ``reserve`` bytes free on its disk; with ``create=False`` a folder that
+    is not there is made only by the first write.
 
     Raises :class:`StoreError` when neither is given or the backend's package is missing (with the
     command that installs it), and :class:`~docvec.StoreBusyError` when another process holds ``path``.
@@ -77,4 +85,4 @@ def open_store(*, path: Path | None = None, url: str | None = None, api_key: str
     if api_key:
         # Not an error: a key left in the environment should not stop the embedded store from opening.
         log.warning("a Qdrant API key is set but no URL: using the embedded store at %s", path)
-    return Store(_backend("EdgeBackend")(Path(path)))
+    return Store(_backend("EdgeBackend")(Path(path), reserve=reserve, create=create))

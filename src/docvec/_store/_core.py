@@ -55,8 +55,9 @@ class Layout:
     #: 10k and 100k points with 2x oversampling, 0.94-0.95 without.
     quantile: float = 0.99
     oversampling: float = 2.0
-    #: payload fields filters use; both backends create a keyword index on each
-    indexed_fields: tuple[str, ...] = ("doc_id", "source", "tags")
+    #: payload fields filters use; both backends create a keyword index on each (collections made before
+    #: ``state`` have no index on it: filtering on it still works, by reading the payloads)
+    indexed_fields: tuple[str, ...] = ("doc_id", "source", "tags", "state")
 
 
 #: the layout of every collection docvec creates
@@ -148,12 +149,14 @@ class Filter:
 
     Every non-empty field must hold; within a field any listed value matches. ``doc_ids`` matches the
     payload field ``doc_id``, ``sources`` matches ``source`` and ``tags`` (``"key=value"`` strings) matches
-    any element of the list ``tags``. An empty filter matches every point.
+    any element of the list ``tags``. ``finished`` leaves out the pages of documents still being written
+    (payload ``state`` ``"writing"``; see the ingest stage). An empty filter matches every point.
     """
 
     doc_ids: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    finished: bool = False
 
     def __post_init__(self) -> None:
         for field in ("doc_ids", "sources", "tags"):
@@ -161,7 +164,7 @@ class Filter:
 
     @property
     def is_empty(self) -> bool:
-        """True when the filter has no condition (and so matches every point)."""
+        """True when the filter names no points (an operation on it would take every finished one)."""
         return not (self.doc_ids or self.sources or self.tags)
 
     def conditions(self) -> list[tuple[str, tuple[str, ...]]]:
@@ -169,6 +172,10 @@ class Filter:
         from these (a keyword match of any of the values)."""
         pairs = [("doc_id", self.doc_ids), ("source", self.sources), ("tags", self.tags)]
         return [(key, values) for key, values in pairs if values]
+
+    def exclusions(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The (payload field, values) pairs no point may have (a keyword match of any of the values)."""
+        return [("state", ("writing",))] if self.finished else []
 
 
 class Backend(Protocol):

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import DocvecError, StoreBusyError, StoreError
-from .._fileio import write_json_atomic
+from .._fileio import check_free_space, write_json_atomic
 from ._core import LAYOUT, Backend, Filter, Point, Record, ScoredPoint
 
 try:
@@ -53,6 +53,13 @@ _META_FORMAT = 2
 _INDEXING_THRESHOLD_KB = 1000
 _MAX_SEGMENT_KB = 50_000  # ~12k pages at 2048-d; 0.47 s per optimize() instead of 1.6 s, as fast a search
 _FULL_SCAN_KB = 2**40  # never switch to a graph search (there is no graph)
+# What qdrant-edge allocates at once (measured on tmpfs, which has no sparse files): creating a collection
+# maps 41 MB of files (write-ahead log, payload storage and indexes), loading one maps 48 MB more (a 32 MB
+# vector chunk, 4 MB per payload index), and a growing collection adds 32 MB chunks. Each step is checked
+# for its room before it is taken, on top of the reserve.
+_OPEN_ROOM = 64 << 20
+_CHUNK_ROOM = 40 << 20
+_SMALL_WRITE = 1 << 20  # room a delete or a payload update needs in the write-ahead log
 _BUSY_ADVICE = (
     "An embedded store can be open in one process at a time: stop it, or send the work to it through "
     "its API (`docvec serve`), or use a Qdrant server (DOCVEC_QDRANT_URL)."
@@ -77,23 +84,41 @@ class EdgeBackend:
     :class:`~docvec.StoreBusyError` naming that process.
     """
 
-    def __init__(self, path: Path) -> None:
-        """Open (creating if needed) the store folder ``path`` and take its lock."""
+    def __init__(self, path: Path, *, reserve: int = 0, create: bool = True) -> None:
+        """Open the store folder ``path`` and take its lock. A folder that does not exist yet is created
+        now, or with ``create=False`` by the first collection created in it (so that reading a store that
+        is not there leaves no trace; the lock is taken then).
+
+        ``reserve`` is the free space (bytes) to keep on the folder's disk: a write, or opening a
+        collection, that would leave less raises :class:`~docvec.DiskFullError` instead. The store's files
+        are memory-mapped and grow as they are written, so a full disk would otherwise kill the process
+        with SIGBUS, mid-write.
+        """
         self.path = Path(path).expanduser().absolute()
+        self.reserve = reserve
         self.where = str(self.path)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._formats: dict[str, int] = {}  # each open collection's docvec.json format
+        self._dims: dict[str, int] = {}
         self._lock = threading.RLock()
         # Rescoring makes the scores exact; collections without an int8 copy (older ones) ignore it.
         quantization = qe.QuantizationSearchParams(rescore=True, oversampling=LAYOUT.oversampling)
         self._search_params = qe.SearchParams(quantization=quantization)
+        self._lock_fd: int | None = None
+        if create or self.path.exists():
+            self._own()
+        log.info("opened embedded store %s", self.path)
+
+    def _own(self) -> None:
+        """Create the folder if needed, take its lock and say who holds it (once)."""
+        if self._lock_fd is not None:
+            return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the store folder {self.path}: {exc}") from exc
         self._lock_fd = self._take_lock()
         self._write_owner()
-        log.info("opened embedded store %s", self.path)
 
     # -- lock and owner record -------------------------------------------------------------------
 
@@ -125,8 +150,13 @@ class EdgeBackend:
         try:
             write_json_atomic(self.path / _OWNER_FILE, owner, durable=True)
         except OSError as exc:
-            self._release_lock()
-            raise StoreError(f"cannot write {self.path / _OWNER_FILE}: {exc}") from exc
+            # The lock is what keeps a second process out; the record only names the owner. A full disk
+            # must not stop a search, so this is a warning.
+            log.warning(
+                "cannot write %s (%s): a second process will not be told who holds the store",
+                self.path / _OWNER_FILE,
+                exc.strerror or exc,
+            )
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -194,9 +224,12 @@ class EdgeBackend:
             if meta is None:
                 return None
             if name not in self._shards:
+                # loading starts a write-ahead log segment: memory-mapped, it takes blocks as it is used
+                self._check_space(_OPEN_ROOM, f"opening collection {name!r}")
                 with self._translate(name, "opening the shard"):
                     self._shards[name] = qe.EdgeShard.load(str(self.path / name / _SHARD_DIR))
                 self._formats[name] = int(meta.get("format", 1))
+                self._dims[name] = int(meta["dim"])
             return int(meta["dim"])
 
     def _shard(self, name: str) -> qe.EdgeShard:
@@ -206,8 +239,13 @@ class EdgeBackend:
             raise StoreError(f"collection {name!r}: its shard is not open")
         return shard
 
+    def _check_space(self, needed: int, what: str) -> None:
+        check_free_space(self.path, needed, self.reserve, what)
+
     def create_collection(self, name: str, dim: int) -> None:
         """Create the shard, its payload indexes, then the record that marks the collection complete."""
+        self._own()
+        self._check_space(_OPEN_ROOM, f"creating collection {name!r}")
         shard_dir = self.path / name / _SHARD_DIR
         config = qe.EdgeConfig(
             vectors={
@@ -269,15 +307,22 @@ class EdgeBackend:
                 raise
             self._shards[name] = shard
             self._formats[name] = _META_FORMAT
+            self._dims[name] = dim
         log.info("created collection %r (%d-d, cosine) in %s", name, dim, self.path)
 
     def collections(self) -> list[str]:
-        """Names of the collections with a record in this folder."""
-        return [p.parent.name for p in self.path.glob(f"*/{_META_FILE}")]
+        """Names of the collections with a record in this folder (none when there is no folder)."""
+        return [p.parent.name for p in self.path.glob(f"*/{_META_FILE}")] if self.path.is_dir() else []
 
     # -- writes ------------------------------------------------------------------------------------
 
     def upsert(self, name: str, points: Sequence[Point]) -> None:
+        # each point lands in the write-ahead log and in the segment: vector (float32 until quantized) and
+        # payload, twice over
+        needed = _CHUNK_ROOM + sum(
+            2 * (4 * p.vector.size + len(json.dumps(p.payload, default=str))) for p in points
+        )
+        self._check_space(needed, f"writing {len(points)} pages to collection {name!r}")
         shard = self._shard(name)
         # Building the points is inside the translation too: a payload that is not JSON fails there.
         with self._translate(name, "upsert"):
@@ -285,16 +330,19 @@ class EdgeBackend:
             shard.update(qe.UpdateOperation.upsert_points(ops))
 
     def delete(self, name: str, ids: Sequence[str]) -> None:
+        self._check_space(_SMALL_WRITE, f"deleting from collection {name!r}")
         shard = self._shard(name)
         with self._translate(name, "delete"):
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
     def delete_where(self, name: str, flt: Filter) -> None:
+        self._check_space(_SMALL_WRITE, f"deleting from collection {name!r}")
         shard = self._shard(name)
         with self._translate(name, "delete_where"):
             shard.update(qe.UpdateOperation.delete_points_by_filter(_required_filter(name, flt)))
 
     def set_payload(self, name: str, flt: Filter, payload: dict[str, Any]) -> None:
+        self._check_space(_SMALL_WRITE, f"updating pages of collection {name!r}")
         shard = self._shard(name)
         with self._translate(name, "set_payload"):
             shard.update(qe.UpdateOperation.set_payload_by_filter(_required_filter(name, flt), payload))
@@ -361,6 +409,12 @@ class EdgeBackend:
             log.info("collection %r predates docvec's quantized layout: not optimizing it", name)
             return False
         with self._translate(name, "optimize"):
+            info = shard.info()
+        # at worst a segment as large as they grow is rewritten: float16 vectors, their int8 copy, payloads
+        rewritten = min(int(info.points_count) * (3 * self._dims[name] + 1024), 2 * _MAX_SEGMENT_KB * 1024)
+        needed = _OPEN_ROOM + rewritten  # and the new segment maps its files
+        self._check_space(needed, f"optimizing collection {name!r}")
+        with self._translate(name, "optimize"):
             changed = bool(shard.optimize())
             shard.flush()
         return changed
@@ -396,7 +450,7 @@ class EdgeBackend:
 
 def _required_filter(name: str, flt: Filter) -> qe.Filter:
     qfilter = _to_edge_filter(flt)
-    if qfilter is None:  # the core refuses this first: never touch every point by accident
+    if qfilter is None or flt.is_empty:  # the core refuses this first: never touch every point by accident
         raise StoreError(f"collection {name!r}: this operation needs a filter with a condition")
     return qfilter
 
@@ -407,10 +461,13 @@ def _to_edge_filter(flt: Filter | None) -> qe.Filter | None:
     MatchAny, not MatchValue, even for one value: it is the same index lookup, and MatchValue has the
     boolean pitfall (it never matches stored booleans); all docvec's filter fields are keywords.
     """
-    if flt is None or flt.is_empty:
+    if flt is None or not (flt.conditions() or flt.exclusions()):
         return None
     return qe.Filter(
         must=[qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in flt.conditions()]
+        or None,
+        must_not=[qe.FieldCondition(key, match=qe.MatchAny(list(values))) for key, values in flt.exclusions()]
+        or None,
     )
 
 

@@ -367,20 +367,26 @@ class RemoteBackend:
 
 def _required_selector(name: str, flt: Filter) -> models.FilterSelector:
     qfilter = _to_client_filter(flt)
-    if qfilter is None:  # the core refuses this first: never touch every point by accident
+    if qfilter is None or flt.is_empty:  # the core refuses this first: never touch every point by accident
         raise StoreError(f"collection {name!r}: this operation needs a filter with a condition")
     return models.FilterSelector(filter=qfilter)
 
 
 def _to_client_filter(flt: Filter | None) -> models.Filter | None:
     """docvec's Filter as a qdrant-client Filter (``None`` when it has no condition)."""
-    if flt is None or flt.is_empty:
+    if flt is None or not (flt.conditions() or flt.exclusions()):
         return None
     return models.Filter(
         must=[
             models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
             for key, values in flt.conditions()
         ]
+        or None,
+        must_not=[
+            models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+            for key, values in flt.exclusions()
+        ]
+        or None,
     )
 
 
