@@ -27,9 +27,12 @@ lint: setup
 	$(PY) -m ruff format --check src tests benchmarks flows
 	$(PY) -m mypy
 
-# The web page is tested in a real headless Chromium (Debian's package; installed here when missing).
+# The web page is tested in a real headless Chromium, and the compose files with docker-compose's own
+# validator (Debian's packages; installed here when missing; docker-compose without the Docker engine it
+# recommends: the tests only run `docker-compose config`).
 browser:
 	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	command -v docker-compose >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose)
 
 test: lint browser
 	$(PY) -m pytest
