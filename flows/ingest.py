@@ -8,17 +8,21 @@ Serve it on a schedule (needs a Prefect server: `prefect server start`, PREFECT_
 
     python flows/ingest.py ~/papers --prune --cron "0 * * * *"
 
+or deploy it with prefect.yaml (`docvec-ingest/scheduled`) for a worker to run (docs/prefect.md).
+
 The run logs its summary and each failure (as a warning), returns the report as its result, and ends
 Failed when more documents or pages failed than ``max_failures`` (default 0), so that an operator sees it
 in the Prefect UI; its result is the report all the same.
 
 Settings (model, data folder, Qdrant URL, ...) come from DOCVEC_* variables as for the CLI. The embedded
-store has one owner: while this flow runs, `docvec ingest` and `docvec serve` cannot open it.
+store has one owner: while this flow runs, `docvec ingest` and `docvec serve` cannot open it. Runs of the
+flows that overlap wait for each other on Prefect global concurrency limits (flows/_limits.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -26,6 +30,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
 from docvec import Index, IngestReport, Settings, StoreUnavailableError, discover
+
+# the flows' own helper module, however this file is loaded (a script, a worker, a test)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _limits import hold_slots
 
 
 def _store_unavailable(task: object, task_run: object, state: object) -> bool:
@@ -77,7 +85,8 @@ def ingest_flow(
     ``max_failures`` documents or pages failed."""
     logger = get_run_logger()
     files, total = find_documents(paths, recursive)
-    with Index.open(Settings()) as index:
+    # overlapping runs wait here for their turn (flows/_limits.py)
+    with hold_slots(Settings()), Index.open(Settings()) as index:
         for path in files:
             total += ingest_document(index, path, tags or [])
         if prune:

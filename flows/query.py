@@ -6,12 +6,14 @@
 QUERIES holds one query a line, or JSON Lines of ``{"query": ..., "k": ...}`` (``k`` optional; a line
 starting with ``{`` is read as JSON); every line is checked before the model loads. OUT gets one
 ``{"query", "k", "hits": [...]}`` line per query, each hit as ``docvec search --json`` prints it. Settings
-come from DOCVEC_* variables as for the CLI; the model is loaded once for the whole batch.
+come from DOCVEC_* variables as for the CLI; the model is loaded once for the whole batch. Deployed with
+prefect.yaml as `docvec-query/batch`, it runs on demand on a worker (docs/prefect.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,10 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from docvec import DocvecError, Index, Settings, read_queries, write_results
+
+# the flows' own helper module, however this file is loaded (a script, a worker, a test)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _limits import hold_slots
 
 
 @task(cache_policy=NO_CACHE)
@@ -38,7 +44,8 @@ def run_query(index: Index, query: str, k: int) -> dict[str, Any]:
 def query_flow(queries: str, out: str, k: int = 5) -> int:
     """Run every query in the file ``queries`` and write JSON Lines of hits to ``out``; returns the count."""
     items = load_queries(queries, k)  # a bad line fails the run before the model loads
-    with Index.open(Settings()) as index:
+    # overlapping runs wait here for their turn (flows/_limits.py)
+    with hold_slots(Settings()), Index.open(Settings()) as index:
         rows = [run_query(index, q, qk) for q, qk in items]
     return write_results(Path(out), rows)  # in one go: a failed batch leaves no half-written file
 

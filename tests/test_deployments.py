@@ -1,0 +1,366 @@
+"""prefect.yaml's deployments end to end, as an operator runs them (docs/prefect.md): a real Prefect server
+(`prefect server start`, SQLite), the `docvec` process work pool, the global concurrency limits, `prefect
+deploy`, and a `prefect worker start --run-once` that runs the flow runs in processes of their own.
+
+The worker starts in a folder of its own: only the deployments' pull step tells the flow runs where the
+flows are. The flow runs use the tiny test model and a temporary data folder (the worker's environment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+from uuid import UUID
+
+import httpx
+import psutil
+import pytest
+import yaml
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+from prefect.client.schemas.objects import FlowRun, StateType
+
+from docvec import Index, Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFECT = str(Path(sys.executable).parent / "prefect")
+#: the documents the scheduled deployment indexes (copied from tests/data/documents), and their pages
+PAGES_OF = {
+    "pysamples__minimal-document.pdf": 1,
+    "pysamples__smile.png": 1,
+    "pysamples__pdflatex-4-pages.pdf": 4,
+}
+PAGES = sum(PAGES_OF.values())
+WAITING = "waiting for a slot of docvec-store-writes, docvec-embed: another run holds it"
+# Generous: on a loaded 2-core machine a Prefect process takes seconds just to import.
+SERVER_START_S = 180
+WORKER_S = 300
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    text = path.read_text(errors="replace") if path.exists() else "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Process:
+    """A process started for a test, with its output in a file; :meth:`stop` ends it and all it started."""
+
+    name: str
+    log: Path
+    popen: subprocess.Popen[bytes]
+    _out: IO[bytes] = field(repr=False)
+
+    @classmethod
+    def start(cls, name: str, args: list[str], *, env: dict[str, str], cwd: Path, log: Path) -> Process:
+        out = open(log, "wb")  # noqa: SIM115 (closed by stop())
+        popen = subprocess.Popen(
+            args, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        return cls(name, log, popen, out)
+
+    def tail(self, lines: int = 40) -> str:
+        self._out.flush()
+        return f"--- {self.name} log ({self.log}) ---\n{_tail(self.log, lines)}"
+
+    def stop(self) -> list[str]:
+        """End the process and its descendants (flow-run processes start sessions of their own): SIGTERM,
+        then SIGKILL for what is still there after 30 s; returns those that had to be killed."""
+        if self._out.closed:  # stopped already: its pid may belong to another process by now
+            return []
+        try:
+            tree = [psutil.Process(self.popen.pid)]
+            tree += tree[0].children(recursive=True)
+        except psutil.NoSuchProcess:
+            tree = []
+        for p in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(signal.SIGTERM)
+        _, alive = psutil.wait_procs(tree, timeout=30)
+        killed = []
+        for p in alive:
+            try:
+                killed.append(f"{p.pid} {' '.join(p.cmdline())[:200]}")
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=10)
+        self.popen.wait(timeout=10)
+        self._out.close()
+        return killed
+
+
+@dataclass
+class Server:
+    """A Prefect server for this module, the environment its clients use, and a client."""
+
+    api: str
+    env: dict[str, str]
+    process: Process
+    client: SyncPrefectClient
+
+    def cli(self, *args: str, timeout: float = 180) -> str:
+        """Run `prefect ARGS` from the repository root, as an operator does; its output, or a failure."""
+        r = subprocess.run(
+            [PREFECT, *args], env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        )
+        output = r.stdout + r.stderr
+        assert r.returncode == 0, (
+            f"prefect {' '.join(args)} exited {r.returncode}:\n{output}\n{self.process.tail()}"
+        )
+        return output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`prefect server start` on a free port with a temporary PREFECT_HOME, healthy; stopped at the end."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_") and k != "DOCVEC_QDRANT_URL"}
+    env |= {
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_UI_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "INFO",  # the runs' INFO lines are what the tests read back
+        # no cron runs of the `scheduled` deployment: the tests start every run themselves
+        "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
+        # a run that waits for a slot asks again within seconds, not the default 30
+        "PREFECT_SERVER_CONCURRENCY_MAXIMUM_CONCURRENCY_SLOT_WAIT_SECONDS": "2",
+    }
+    process = Process.start(
+        "prefect server",
+        [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=home,
+        log=home / "server.log",
+    )
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            assert process.popen.poll() is None, f"the server exited\n{process.tail()}"
+            try:
+                if httpx.get(f"{api}/health", timeout=5).json() is True:
+                    break
+            except (httpx.HTTPError, ValueError):
+                pass
+            assert time.monotonic() < deadline, f"no health after {SERVER_START_S} s\n{process.tail()}"
+            time.sleep(0.5)
+        with SyncPrefectClient(api) as client:
+            yield Server(api, env, process, client)
+    finally:
+        left = process.stop()
+    assert not left, f"processes left after the server stopped: {left}"
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory, documents: Path) -> Path:
+    """The folder the scheduled deployment indexes."""
+    folder = tmp_path_factory.mktemp("sources")
+    for name in PAGES_OF:
+        shutil.copy(documents / name, folder / name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def deployed(server: Server, sources: Path) -> Server:
+    """The set-up of docs/prefect.md: the pool, the limits (docvec-embed raised to 2, as an operator with
+    two model instances would), the deployments of prefect.yaml, then the sources set by deploying again."""
+    server.cli("work-pool", "create", "docvec", "--type", "process")
+    server.cli("gcl", "create", "docvec-store-writes", "--limit", "1")
+    server.cli("gcl", "create", "docvec-embed", "--limit", "2")
+    server.cli("--no-prompt", "deploy", "--all")
+    paths = json.dumps([str(sources)])
+    server.cli("--no-prompt", "deploy", "--name", "scheduled", "--param", f"paths={paths}")
+    return server
+
+
+def _worker(server: Server, tmp: Path, tiny_dir: Path, data: Path) -> Process:
+    """`prefect worker start --pool docvec --run-once` in a folder of its own: it takes the runs that are due,
+    runs them, and exits when they are done."""
+    env = server.env | {
+        "DOCVEC_DATA_DIR": str(data),
+        "DOCVEC_MODEL": str(tiny_dir),
+        "DOCVEC_EMBED__MAX_PIXELS": str(28 * 28 * 64),
+    }
+    cwd = tmp / "worker"
+    cwd.mkdir(exist_ok=True)
+    args = [PREFECT, "worker", "start", "--pool", "docvec", "--run-once"]
+    return Process.start("worker", args, env=env, cwd=cwd, log=tmp / f"worker-{time.monotonic_ns()}.log")
+
+
+def _finish(worker: Process, server: Server, describe: Callable[[], str]) -> None:
+    try:
+        worker.popen.wait(timeout=WORKER_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            f"the worker ran over {WORKER_S} s\n{describe()}\n{worker.tail()}\n{server.process.tail()}"
+        )
+    finally:
+        left = worker.stop()
+    assert worker.popen.returncode == 0, f"worker exited {worker.popen.returncode}\n{worker.tail()}"
+    assert not left, f"processes left after the worker exited: {left}"
+
+
+def _run_id(output: str) -> UUID:
+    found = re.search(r"UUID: ([0-9a-f-]{36})", output)
+    assert found, output
+    return UUID(found[1])
+
+
+def _runs(server: Server, ids: list[UUID]) -> list[FlowRun]:
+    return [server.client.read_flow_run(i) for i in ids]
+
+
+def _logs(server: Server, ids: list[UUID]) -> dict[UUID, list[str]]:
+    found: dict[UUID, list[str]] = {i: [] for i in ids}
+    logs = server.client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=ids)), limit=200)
+    for log in logs:
+        if log.flow_run_id is not None:
+            found[log.flow_run_id].append(log.message)
+    return found
+
+
+def _describe(server: Server, ids: list[UUID]) -> Callable[[], str]:
+    def describe() -> str:
+        lines = []
+        for run in _runs(server, ids):
+            state = run.state
+            lines.append(
+                f"run {run.name} {run.id}: {state.type if state else None} {state and state.message}"
+            )
+            lines += [f"  | {m}" for m in _logs(server, [run.id])[run.id]]
+        return "\n".join(lines)
+
+    return describe
+
+
+def test_scheduled_ingest_then_batch_query(
+    deployed: Server, sources: Path, tiny_dir: Path, tmp_path: Path
+) -> None:
+    server = deployed
+    config = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    wanted = next(d for d in config["deployments"] if d["name"] == "scheduled")["schedules"]
+    schedules = server.client.read_deployment_by_name("docvec-ingest/scheduled").schedules
+    assert [getattr(s.schedule, "cron", None) for s in schedules] == [w["cron"] for w in wanted]
+
+    # a run of the scheduled deployment as it is (its sources were set at deploy time)
+    ingest = _run_id(server.cli("deployment", "run", "docvec-ingest/scheduled"))
+    data = tmp_path / "data"
+    _finish(_worker(server, tmp_path, tiny_dir, data), server, _describe(server, [ingest]))
+    run = server.client.read_flow_run(ingest)
+    assert run.parameters["paths"] == [str(sources)]
+    assert run.state and run.state.type == StateType.COMPLETED, _describe(server, [ingest])()
+    assert run.state.message == (
+        f"indexed {len(PAGES_OF)} documents ({PAGES} pages); skipped 0 unchanged (0 pages); "
+        "failed 0 documents, 0 pages"
+    )
+    # the limits are as the operator made them: a run takes slots, never resizes a limit, and gives them back
+    for name, limit in (("docvec-store-writes", 1), ("docvec-embed", 2)):
+        gcl = server.client.read_global_concurrency_limit_by_name(name)
+        assert (gcl.limit, gcl.active_slots) == (limit, 0), name
+
+    # the pages are searchable, through the batch-query deployment
+    queries, out = tmp_path / "queries.txt", tmp_path / "hits.jsonl"
+    queries.write_text('total amount due\n{"query": "a smiling face", "k": 2}\n')
+    query = _run_id(
+        server.cli(
+            "deployment",
+            "run",
+            "docvec-query/batch",
+            "--param",
+            f"queries={queries}",
+            "--param",
+            f"out={out}",
+        )
+    )
+    _finish(_worker(server, tmp_path, tiny_dir, data), server, _describe(server, [query]))
+    run = server.client.read_flow_run(query)
+    assert run.state and run.state.type == StateType.COMPLETED, _describe(server, [query])()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["query"], r["k"], len(r["hits"])) for r in rows] == [
+        ("total amount due", 5, 5),
+        ("a smiling face", 2, 2),
+    ]
+    assert {Path(h["source"]).name for r in rows for h in r["hits"]} <= set(PAGES_OF)
+
+
+def test_overlapping_runs_wait_for_the_store_and_index_once(
+    deployed: Server, tiny_dir: Path, tmp_path: Path
+) -> None:
+    server = deployed
+    client = server.client
+    data = tmp_path / "data"
+    # Someone else holds the store's slot (as a long run would) while two runs are submitted at once:
+    # both must wait for it, neither may open the store meanwhile, and neither may fail.
+    lease = client.increment_concurrency_slots_with_lease(
+        names=["docvec-store-writes"], slots=1, mode="concurrency", lease_duration=600
+    ).json()["lease_id"]
+    released = False
+    try:
+        deployment = client.read_deployment_by_name("docvec-ingest/scheduled")
+        ids = [client.create_flow_run_from_deployment(deployment.id).id for _ in range(2)]
+        describe = _describe(server, ids)
+        worker = _worker(server, tmp_path, tiny_dir, data)
+        try:
+            deadline = time.monotonic() + WORKER_S
+            while not all(WAITING in logs for logs in _logs(server, ids).values()):
+                assert worker.popen.poll() is None, f"the worker exited early\n{describe()}\n{worker.tail()}"
+                assert time.monotonic() < deadline, f"the runs did not wait\n{describe()}\n{worker.tail()}"
+                time.sleep(1)
+            time.sleep(3)  # still waiting, not failed, and the store untouched
+            assert all(run.state and run.state.type == StateType.RUNNING for run in _runs(server, ids)), (
+                describe()
+            )
+            assert not (data / "qdrant").exists()
+            client.release_concurrency_slots_with_lease(UUID(lease))
+            released = True
+            _finish(worker, server, describe)
+        finally:
+            worker.stop()
+    finally:
+        if not released:
+            client.release_concurrency_slots_with_lease(UUID(lease))
+
+    runs = _runs(server, ids)
+    assert all(run.state and run.state.type == StateType.COMPLETED for run in runs), describe()
+    # One after the other: the first indexed everything, the second found it all there and embedded nothing.
+    # (Side by side, the second would have failed: the embedded store refuses a second owner.)
+    messages = sorted(run.state.message or "" for run in runs if run.state)
+    assert messages == [
+        f"indexed 0 documents (0 pages); skipped {len(PAGES_OF)} unchanged ({PAGES} pages); "
+        "failed 0 documents, 0 pages",
+        f"indexed {len(PAGES_OF)} documents ({PAGES} pages); skipped 0 unchanged (0 pages); "
+        "failed 0 documents, 0 pages",
+    ], describe()
+    assert all(any(m.startswith("took a slot of") for m in logs) for logs in _logs(server, ids).values())
+    for name in ("docvec-store-writes", "docvec-embed"):
+        assert client.read_global_concurrency_limit_by_name(name).active_slots == 0, name
+
+    with Index.open(Settings(data_dir=data, qdrant_url=None), create=False) as index:
+        assert index.count() == PAGES
+        listed = index.documents().documents
+        assert sorted(d.name for d in listed) == sorted(PAGES_OF)
+        for doc in listed:
+            pages = [p.page for p in index.pages_of(doc.doc_id)]
+            assert pages == list(range(1, PAGES_OF[doc.name] + 1)), doc.name
