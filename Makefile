@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.docvec-setup
 
-.PHONY: setup demo test lint browser bench bench-full bench-ingest bench-search schemas clean
+.PHONY: setup demo test lint browser bench bench-full bench-ingest bench-search bench-reindex schemas clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,9 @@ bench-ingest: setup
 
 bench-search: setup
 	$(PY) benchmarks/bench_search.py
+
+bench-reindex: setup
+	$(PY) benchmarks/bench_reindex.py
 
 schemas: setup
 	$(PY) -m docvec._schemas schemas

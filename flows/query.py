@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from docvec import DocvecError, Index, Settings, read_queries, write_results
+from docvec import DocvecError, Index, RemoteIndex, Settings, connect, read_queries, write_results
 
 # the flows' own helper module, however this file is loaded (a script, a worker, a test)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,7 +35,7 @@ def load_queries(path: str, default_k: int) -> list[tuple[str, int]]:
 
 # a live handle (the index) is an input: nothing to cache
 @task(cache_policy=NO_CACHE)
-def run_query(index: Index, query: str, k: int) -> dict[str, Any]:
+def run_query(index: Index | RemoteIndex, query: str, k: int) -> dict[str, Any]:
     """One query's hits, in the JSON form of `docvec search --json`."""
     return {"query": query, "k": k, "hits": [h.model_dump(mode="json") for h in index.search(query, k)]}
 
@@ -45,7 +45,7 @@ def query_flow(queries: str, out: str, k: int = 5) -> int:
     """Run every query in the file ``queries`` and write JSON Lines of hits to ``out``; returns the count."""
     items = load_queries(queries, k)  # a bad line fails the run before the model loads
     # overlapping runs wait here for their turn (flows/_limits.py)
-    with hold_slots(Settings()), Index.open(Settings()) as index:
+    with hold_slots(Settings()), connect(Settings(), notify=get_run_logger().info) as index:
         rows = [run_query(index, q, qk) for q, qk in items]
     return write_results(Path(out), rows)  # in one go: a failed batch leaves no half-written file
 

@@ -615,3 +615,31 @@ def test_healthz_503_when_the_store_fails(client: TestClient, monkeypatch: pytes
     assert (
         r.status_code == 503 and r.json()["status"] == "unavailable" and "unreachable" in r.json()["detail"]
     )
+
+
+def test_operators_endpoints_answer_this_machine_or_the_key(
+    client: TestClient, keyed_client: TestClient, docs: dict[str, Path]
+) -> None:
+    """They act on the server's files: with no key, only a client on the server's machine may use them."""
+    elsewhere = client  # the test client's address is "testclient", not a loopback address
+    for method, url, body in (
+        ("POST", "/ingest", {"paths": [str(docs[TAGGED])]}),
+        ("POST", "/reindex", {}),
+        ("POST", "/gc", None),
+        ("GET", "/collections", None),
+        ("DELETE", "/collections/docvec.v9", None),
+    ):
+        r = elsewhere.request(method, url, json=body)
+        assert r.status_code == 403 and "DOCVEC_API_KEY" in r.json()["detail"], (url, r.text)
+    # the same app (its lifespan runs in `client`), asked from this machine (no `with`: no second lifespan)
+    local = TestClient(client.app, client=("127.0.0.1", 50000))
+    r = local.get("/collections")
+    assert r.status_code == 200 and [v["version"] for v in r.json()] == ["docvec.v1"]
+    job = local.post("/ingest", json={"paths": [str(docs[TAGGED])], "tags": ["team=legal", "year=2024"]})
+    assert job.status_code == 202 and job.json()["kind"] == "ingest"
+    done = _finish(local, job.json())
+    assert done["result"]["documents_skipped"] == 1  # already indexed: the same report `docvec ingest` gives
+    assert local.post("/gc").json()["files_removed"] == 0
+    h = {"X-API-Key": "s3cret"}
+    assert keyed_client.get("/collections").status_code == 401
+    assert keyed_client.get("/collections", headers=h).status_code == 200  # a key lets any machine in

@@ -304,6 +304,19 @@ def test_scheduled_ingest_then_batch_query(
     ]
     assert {Path(h["source"]).name for r in rows for h in r["hits"]} <= set(PAGES_OF)
 
+    # and the collection is rebuilt at another page budget by the reindex deployment
+    budget = 28 * 28 * 32
+    reindex = _run_id(
+        server.cli("deployment", "run", "docvec-reindex/manual", "--param", f"max_pixels={budget}")
+    )
+    _finish(_worker(server, tmp_path, tiny_dir, data), server, _describe(server, [reindex]))
+    run = server.client.read_flow_run(reindex)
+    assert run.state and run.state.type == StateType.COMPLETED, _describe(server, [reindex])()
+    assert run.state.message and run.state.message.startswith("collection 'docvec' now reads docvec.v2")
+    with Index.open(data, model=str(tiny_dir)) as index:
+        live = [v for v in index.versions() if v.live]
+        assert [(v.version, v.max_pixels, v.pages) for v in live] == [("docvec.v2", budget, PAGES)]
+
 
 def test_overlapping_runs_wait_for_the_store_and_index_once(
     deployed: Server, tiny_dir: Path, tmp_path: Path

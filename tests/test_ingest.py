@@ -33,6 +33,7 @@ from docvec._store import Filter
 
 from .conftest import page_image
 from .documents import make_text_pdf, make_tiff
+from .processes import docvec_after
 
 #: 8x8 tokens a page: rendering and embedding stay fast, the path is the same
 SMALL = 28 * 28 * 64
@@ -134,7 +135,7 @@ def test_a_run_ends_by_optimizing_then_flushing(
     monkeypatch.setattr(store, "flush", lambda: calls.append("flush") or flush())
     index.add([docs / "sub"])
     # the last writes are quantized (once there are enough of them) before the run says it is done
-    assert calls[-2:] == [f"optimize {index.collection}", "flush"]
+    assert calls[-2:] == [f"optimize {index.collection}.v1", "flush"]
 
 
 def test_second_run_skips_unchanged_files_without_rendering(
@@ -321,12 +322,13 @@ def test_cli_json_summary_and_exit_code(docs: Path, settings: Settings) -> None:
 
 
 def test_second_process_gets_a_clear_message(settings: Settings, index: Index, docs: Path) -> None:
-    """While one process owns the embedded store, another is told who and what to do."""
-    r = _docvec(
-        ["ingest", str(docs / "pysamples__smile.png")], _env(settings, settings.data_dir), timeout=300
-    )
+    """While one process owns the embedded store, another is told who and what to do (here at once: it
+    may wait no time for its turn)."""
+    env = {**_env(settings, settings.data_dir), "DOCVEC_STORE_WAIT_S": "0"}
+    r = _docvec(["ingest", str(docs / "pysamples__smile.png")], env, timeout=300)
     assert r.returncode == 2
     assert str(os.getpid()) in r.stderr and "Traceback" not in r.stderr
+    assert "docvec serve" in r.stderr and "DOCVEC_STORE_WAIT_S" in r.stderr
 
 
 def test_unreachable_qdrant_server_fails_clearly(settings: Settings, docs: Path) -> None:
@@ -428,22 +430,12 @@ def test_ctrl_c_says_what_was_kept_and_exits_130(tmp_path: Path, documents: Path
 
 
 def _run_killed_at(where: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`docvec` with one method of the ingest stage replaced by a SIGKILL of the process: a crash at that
-    exact moment, as a power cut would make it."""
-    code = (
-        "import os, signal, sys\n"
+    """`docvec` with one method of the ingest stage replaced by a SIGKILL of the process."""
+    preamble = (
         "from docvec._ingest import Ingestor\n"
-        f"setattr(Ingestor, {where!r}, lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))\n"
-        "from docvec._cli import app\n"
-        "app(sys.argv[1:])\n"
+        f"setattr(Ingestor, {where!r}, lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))"
     )
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=600,
-    )
+    return docvec_after(preamble, *args, env=env)
 
 
 def test_a_kill_between_a_new_version_and_removing_the_old_one_is_healed(

@@ -322,7 +322,7 @@ def test_search_after_optimize_is_rescored_and_filtered(store: Store) -> None:
     assert changed == isinstance(store.backend, EdgeBackend)  # a server (or local mode) has nothing to do
     if isinstance(store.backend, EdgeBackend):
         assert store.optimize("c") is False  # and once done, nothing is left to do
-        shard = store.backend._shard("c")  # type: ignore[attr-defined]
+        shard = store.backend._shard(store.live("c"))  # type: ignore[attr-defined]
         assert shard.info().indexed_vectors_count == 1200  # searches now scan the int8 copy
     stored = {p.id: p.vector for p in store.scroll("c", with_vectors=True)}
     ids = np.array([p.id for p in points])
@@ -507,7 +507,7 @@ def test_edge_translates_wal_wouldblock(tmp_path: Path) -> None:
     with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 4)
     # Something outside docvec holds the shard's WAL; docvec's folder lock is free.
-    holder = qdrant_edge.EdgeShard.load(str(tmp_path / "c" / "shard"))
+    holder = qdrant_edge.EdgeShard.load(str(tmp_path / "c.v1" / "shard"))
     try:
         with open_store(path=tmp_path) as s, pytest.raises(StoreBusyError, match="docvec serve"):
             s.count("c")
@@ -557,7 +557,9 @@ def test_edge_finishes_an_interrupted_creation(tmp_path: Path) -> None:
     with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 4)
         s.upsert("c", points)
-    (tmp_path / "c" / "docvec.json").unlink()  # as if the process died before the last step
+    # as if the process died before the last steps: the record, then the pointer to the new version
+    (tmp_path / "c.v1" / "docvec.json").unlink()
+    (tmp_path / "aliases.json").unlink()
     with open_store(path=tmp_path) as s:
         assert s.collections() == []
         with pytest.raises(StoreError, match="vector size"):
@@ -569,10 +571,10 @@ def test_edge_finishes_an_interrupted_creation(tmp_path: Path) -> None:
 def test_edge_collection_layout_is_tuned_for_search(tmp_path: Path) -> None:
     with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 4)
-    meta = json.loads((tmp_path / "c" / "docvec.json").read_text())
+    meta = json.loads((tmp_path / "c.v1" / "docvec.json").read_text())
     assert meta["datatype"] == LAYOUT.datatype == "float16"
     # what qdrant-edge persisted, and so what every later load of the shard runs with
-    config = json.loads((tmp_path / "c" / "shard" / "edge_config.json").read_text())
+    config = json.loads((tmp_path / "c.v1" / "shard" / "edge_config.json").read_text())
     assert config["vectors"]["page"]["datatype"] == "float16"
     assert config["payload_memory"] == "cached"
     assert config["max_search_threads"] == 1
@@ -627,7 +629,7 @@ def test_edge_opens_float32_collections_of_earlier_versions(tmp_path: Path) -> N
 def test_edge_foreign_errors_are_store_errors(tmp_path: Path) -> None:
     with open_store(path=tmp_path) as s:
         s.ensure_collection("c", 2)
-        with pytest.raises(StoreError, match=r"collection 'c': upsert failed"):
+        with pytest.raises(StoreError, match=r"collection 'c.v1': upsert failed"):
             s.upsert("c", [Point(point_id(1), np.ones(2, np.float32), {"bad": object()})])
 
 
@@ -765,3 +767,62 @@ def test_remote_asks_a_server_for_float16_and_a_rescored_int8_copy() -> None:
 def test_remote_local_folder_is_single_client(tmp_path: Path) -> None:
     with _remote(path=tmp_path), pytest.raises(StoreBusyError):
         _remote(path=tmp_path)
+
+
+# -- versions ---------------------------------------------------------------------------------------------
+
+
+def test_versions_switch_atomically_and_keep_their_records(opener: Opener) -> None:
+    s = opener(persistent=True)
+    first = s.ensure_collection("docs", 4, {"state": "complete", "n": 1})
+    assert first == "docs.v1" and s.live("docs") == first and s.collections() == ["docs"]
+    s.upsert("docs", _corpus(5, 4)[0])
+    second = s.create_version("docs", 8, {"state": "building"})
+    s.upsert(second, _corpus(3, 8)[0])
+    # until the switch, the name reads the first version, whose points stay where they are
+    assert (second, s.live("docs"), s.count("docs")) == ("docs.v2", first, 5)
+    assert s.versions("docs") == [first, second] and s.record(second) == {"state": "building"}
+    with pytest.raises(StoreError, match=r"expected \(4,\)"):
+        s.search("docs", np.ones(8, np.float32), 1)  # the name reaches the live version's 4-d vectors
+    s.set_record(second, {"state": "complete"})
+    s.switch("docs", second)
+    assert s.live("docs") == second and s.count("docs") == 3 and s.count(first) == 5
+    assert len(s.search("docs", np.ones(8, np.float32), 10)) == 3
+    with pytest.raises(StoreError, match="live"):
+        s.drop(second)
+    with pytest.raises(StoreError, match="not a version"):
+        s.switch("docs", "other.v1")
+    s.drop(first)
+    assert s.versions("docs") == [second] and s.record(second) == {"state": "complete"}
+    s.close()
+    reopened = opener(persistent=True)  # the pointer and the records are durable
+    assert reopened.live("docs") == second and reopened.count("docs") == 3
+    assert reopened.record("docs") == {"state": "complete"}
+
+
+def test_a_collection_made_before_versions_is_its_own_first_version(opener: Opener) -> None:
+    s = opener()
+    s.backend.create_collection("old", 4)  # as earlier docvec made it: named as users search it
+    s.upsert("old", _corpus(4, 4)[0])
+    assert s.live("old") == "old" and s.versions("old") == ["old"] and s.collections() == ["old"]
+    assert s.ensure_collection("old", 4) == "old"  # adopted as it is, nothing copied
+    new = s.create_version("old", 4)
+    s.upsert(new, _corpus(2, 4, seed=3)[0])
+    assert s.count("old") == 4
+    s.switch("old", new)
+    assert s.live("old") == new and s.count("old") == 2 and s.collections() == ["old"]
+    if isinstance(s.backend, EdgeBackend):
+        assert s.versions("old") == ["old", new]  # the embedded store keeps it beside the new one
+        s.drop("old")
+    else:
+        # a server cannot give an alias a collection's name: the old collection made way at the switch
+        assert s.versions("old") == [new]
+    assert s.versions("old") == [new] and s.count("old") == 2
+
+
+def test_version_names_are_not_collection_names(opener: Opener) -> None:
+    s = opener()
+    with pytest.raises(StoreError, match="version's name"):
+        s.create_version("docs.v3", 4)
+    with pytest.raises(CollectionNotFoundError):
+        s.drop("docs.v9")

@@ -6,11 +6,15 @@
 ...     hits = index.search("total amount due", k=5)
 
 :class:`Index` is the front door: it indexes files and folders, answers queries with the best pages, lists
-and deletes documents. :class:`Embedder` gives the vectors themselves. Every error docvec raises is a
-:class:`DocvecError` (the tree: ``docvec._errors``).
+and deletes documents, rebuilds its collection with other settings (``reindex``). :func:`connect` opens it
+as the command line and the flows do: the running server's, when ``docvec serve`` holds the store.
+:class:`Embedder` gives the vectors themselves. Every error docvec raises is a :class:`DocvecError` (the
+tree: ``docvec._errors``).
 """
 
+from ._client import RemoteIndex
 from ._config import EmbedSettings, RenderSettings, Settings
+from ._connect import connect
 from ._embed import Embedder
 from ._errors import (
     BackendError,
@@ -19,6 +23,8 @@ from ._errors import (
     ConfigError,
     DiskFullError,
     DocvecError,
+    ForbiddenError,
+    ForeignCollectionError,
     IngestError,
     InputError,
     ModelError,
@@ -41,12 +47,15 @@ from ._queries import read_queries, write_results
 from ._records import (
     DocumentList,
     DocumentSummary,
+    GcReport,
     Hit,
     IngestFailure,
     IngestReport,
     PagePayload,
+    ReindexReport,
     SearchFilter,
     Upload,
+    VersionInfo,
 )
 from ._sources import discover
 
@@ -63,6 +72,9 @@ __all__ = [
     "DocvecError",
     "EmbedSettings",
     "Embedder",
+    "ForbiddenError",
+    "ForeignCollectionError",
+    "GcReport",
     "Hit",
     "Index",
     "IngestError",
@@ -77,6 +89,8 @@ __all__ = [
     "NotFoundError",
     "PagePayload",
     "PageStoreError",
+    "ReindexReport",
+    "RemoteIndex",
     "RenderError",
     "RenderSettings",
     "RendererStateError",
@@ -88,7 +102,9 @@ __all__ = [
     "TooLargeError",
     "ToolError",
     "Upload",
+    "VersionInfo",
     "__version__",
+    "connect",
     "discover",
     "read_queries",
     "write_results",

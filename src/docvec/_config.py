@@ -6,7 +6,7 @@ Values come from arguments, then ``DOCVEC_*`` environment variables, then a ``.e
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +18,7 @@ __all__ = [
     "RenderSettings",
     "Settings",
     "default_cache_dir",
+    "settings_for",
 ]
 
 #: Time limit for rendering one document, in seconds (the renderer's default too).
@@ -120,6 +121,14 @@ class Settings(BaseSettings):
             "turns into a crash)."
         ),
     )
+    store_wait_s: float = Field(
+        600.0,
+        ge=0,
+        description=(
+            "How long a command or flow waits for the embedded store while another docvec process (not a "
+            "server, whose work it sends there) holds it, before it gives up."
+        ),
+    )
     api_key: str | None = Field(None, description="When set, the REST API asks for it (X-API-Key header).")
     max_upload_mb: int = Field(50, ge=1, description="Largest document `POST /documents` accepts, in MB.")
     sync_upload_mb: float = Field(
@@ -133,3 +142,13 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
+
+
+def settings_for(where: Settings | str | Path | None, **overrides: Any) -> Settings:
+    """Settings from ``where``: a :class:`Settings`, a data folder (everything else from ``DOCVEC_*``
+    variables and ``.env``), or ``None`` (all of it from there); ``overrides`` replace single settings."""
+    if isinstance(where, Settings):
+        return where.model_copy(update=overrides) if overrides else where
+    if where is None:
+        return Settings(**overrides)
+    return Settings(data_dir=Path(where).expanduser(), **overrides)

@@ -15,7 +15,15 @@ from ._records import DocumentList, DocumentSummary, display_name
 from ._sources import sha256_of
 from ._store import Filter, Store
 
-__all__ = ["delete", "document_file", "list_documents", "page_file", "pages_of", "target_filter"]
+__all__ = [
+    "delete",
+    "document_file",
+    "list_documents",
+    "page_file",
+    "pages_of",
+    "source_in_use",
+    "target_filter",
+]
 
 log = logging.getLogger("docvec")
 
@@ -93,7 +101,7 @@ def target_filter(store: Store, collection: str, target: str) -> Filter:
     p = Path(target).expanduser()
     if p.exists() or os.sep in target:
         return Filter(sources=(str(p.resolve()),))
-    if len(target) < 32 and _HEX.fullmatch(target) and collection in store.collections():
+    if len(target) < 32 and _HEX.fullmatch(target):
         matches = sorted(d for d in store.facet(collection, "doc_id") if d.startswith(target))
         if len(matches) > 1:
             shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
@@ -105,24 +113,35 @@ def target_filter(store: Store, collection: str, target: str) -> Filter:
     return Filter(doc_ids=(target,))
 
 
-def delete(store: Store, collection: str, flt: Filter, *, uploads: Path) -> int:
-    """Remove the points matching ``flt``, durably; returns how many there were.
+def delete(
+    store: Store, collection: str, version: str, flt: Filter, *, uploads: Path
+) -> tuple[int, set[str]]:
+    """Remove the points of ``version`` (of ``collection``) matching ``flt``, durably; returns how many
+    there were, and the page store files (images and thumbnails) they showed.
 
-    A document that came as an upload has its file under ``uploads``: that copy goes too once no point
-    refers to it (another upload of the same bytes is the same file). A user's own files are never touched.
+    A document that came as an upload has its file under ``uploads``: that copy goes too once no point of
+    any version of the collection refers to it (another upload of the same bytes is the same file). A
+    user's own files are never touched.
     """
-    if collection not in store.collections():
-        return 0
-    n = store.count(collection, flt)
+    n = store.count(version, flt)
     if not n:
-        return 0
-    sources = {str(p.get("source")) for _, p in store.scroll(collection, flt)}
-    store.delete_where(collection, flt)
+        return 0, set()
+    sources: set[str] = set()
+    images: set[str] = set()
+    for _, p in store.scroll(version, flt, batch=1024):
+        sources.add(str(p.get("source")))
+        images.update(str(p[f]) for f in ("image", "thumbnail") if p.get(f))
+    store.delete_where(version, flt)
     store.flush()
     uploads = uploads.resolve()  # sources are stored resolved
     for source in sources:
         path = Path(source)
-        if path.parent == uploads and not store.count(collection, Filter(sources=(source,))):
+        if path.parent == uploads and not source_in_use(store, collection, source):
             log.info("removing the uploaded copy %s", path)
             path.unlink(missing_ok=True)
-    return n
+    return n, images
+
+
+def source_in_use(store: Store, collection: str, source: str) -> bool:
+    """Whether a point of any version of ``collection`` was read from ``source``."""
+    return any(store.count(v, Filter(sources=(source,))) for v in store.versions(collection))

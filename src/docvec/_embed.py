@@ -8,11 +8,12 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import numpy.typing as npt
 
 from ._closing import Closing
 from ._config import DECODE_BUDGET_MB, EmbedSettings
-from ._errors import ConfigError, InputError, ModelMismatchError
+from ._errors import ConfigError, InputError, ModelError, ModelMismatchError
 from ._images import ImageInput, load_image, prepare_image
 from ._llama import LlamaContext, LlamaModel, MtmdContext, PromptChunk
 from ._modelfiles import GGUFInfo, ModelFiles, inspect_pair, resolve_model
@@ -96,6 +97,8 @@ class Embedder(Closing):
         threads = s.threads or os.cpu_count() or 1
         unit2 = self.profile.image_unit**2
         self._lock = threading.Lock()
+        self._closed = False
+        self._view = False
         self._model = LlamaModel(files.language_model, gpu_layers=s.gpu_layers)
         try:
             n_ctx = min(max(s.max_text_tokens, self._max_image_prompt_tokens()), self._model.n_ctx_train)
@@ -175,15 +178,15 @@ class Embedder(Closing):
 
     def text_states(self, text: str) -> TokenStates:
         """Hidden states of every token of ``text`` exactly as given (no prompt is added)."""
-        tokens = self._model.tokenize(text, parse_special=False)
-        if len(tokens) > self.settings.max_text_tokens:
-            log.warning(
-                "text of %d tokens truncated to max_text_tokens=%d",
-                len(tokens),
-                self.settings.max_text_tokens,
-            )
-            tokens = tokens[: self.settings.max_text_tokens]
-        with self._lock:
+        with self._native():
+            tokens = self._model.tokenize(text, parse_special=False)
+            if len(tokens) > self.settings.max_text_tokens:
+                log.warning(
+                    "text of %d tokens truncated to max_text_tokens=%d",
+                    len(tokens),
+                    self.settings.max_text_tokens,
+                )
+                tokens = tokens[: self.settings.max_text_tokens]
             t0 = time.perf_counter()
             self._ctx.clear()
             states = self._ctx.decode_tokens(tokens, 0)
@@ -198,7 +201,7 @@ class Embedder(Closing):
 
     def _image_states(self, rgb: npt.NDArray[np.uint8]) -> ImageStates:
         prompt = self.profile.image_template.format(marker=self._mtmd.marker)
-        with self._lock:
+        with self._native():
             t0 = time.perf_counter()
             chunks = self._mtmd.tokenize(prompt, rgb)
             t1 = time.perf_counter()
@@ -216,12 +219,39 @@ class Embedder(Closing):
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
+    @property
+    def is_view(self) -> bool:
+        """Whether this is a view made by :meth:`with_dim` (which owns nothing)."""
+        return self._view
+
+    def with_dim(self, dim: int) -> Embedder:
+        """This model, returning ``dim``-d vectors by default: a view that shares the loaded model (and its
+        lock) with this embedder, costs no memory, and whose :meth:`close` does nothing."""
+        view = copy.copy(self)
+        view._default_dim = self.profile.check_dim(dim)
+        view._view = True
+        return view
+
     def close(self) -> None:
-        """Free the native model, context and vision encoder."""
-        for name in ("_mtmd", "_ctx", "_model"):
-            obj = getattr(self, name, None)
-            if obj is not None:
-                obj.close()
+        """Free the native model, context and vision encoder, once the call in progress (if any) ends;
+        a later call raises :class:`~docvec.ModelError`."""
+        if getattr(self, "_view", False):
+            return
+        lock = getattr(self, "_lock", None)
+        with lock if lock is not None else contextlib.nullcontext():
+            self._closed = True
+            for name in ("_mtmd", "_ctx", "_model"):
+                obj = getattr(self, name, None)
+                if obj is not None:
+                    obj.close()
+
+    @contextlib.contextmanager
+    def _native(self) -> Iterator[None]:
+        """The native handles, one thread at a time, never after they were freed."""
+        with self._lock:
+            if self._closed:
+                raise ModelError(f"the model {self.files.language_model.name} was closed")
+            yield
 
     def __del__(self) -> None:
         # at interpreter shutdown the native library may already be gone

@@ -18,11 +18,13 @@ exception types. A message names the input (file, item, collection, URL) and say
     ├── RenderError                a document that cannot be rendered (names the file and the reason)
     ├── RendererStateError         a renderer used after close(), or for two documents at once
     ├── IngestError                a document that could not be indexed (``failures`` says why)
+    ├── ForbiddenError             a server's operator endpoint asked for from another machine, with no key
     ├── NotFoundError              an unknown document, page, or page-store file
     ├── PageStoreError             the page store cannot be written
     └── StoreError                 a vector store operation failed (names the collection)
         ├── CollectionNotFoundError    the collection does not exist
         ├── DiskFullError              too little free space on the data folder's disk (names it, how much)
+        ├── ForeignCollectionError     a collection on a Qdrant server that docvec did not make
         ├── StoreBusyError             the embedded store's folder is held by another process (names it)
         └── StoreUnavailableError      a Qdrant server kept failing or could not be reached (names the URL)
 """
@@ -39,6 +41,8 @@ __all__ = [
     "ConfigError",
     "DiskFullError",
     "DocvecError",
+    "ForbiddenError",
+    "ForeignCollectionError",
     "IngestError",
     "InputError",
     "ModelError",
@@ -144,6 +148,11 @@ class IngestError(DocvecError):
         super().__init__(message)
 
 
+class ForbiddenError(DocvecError):
+    """A request a docvec server does not take from this client: an operator's endpoint (they name the
+    server's files) from another machine while the server has no API key."""
+
+
 class NotFoundError(DocvecError):
     """An unknown document or page, or a page-store file that is not there."""
 
@@ -164,6 +173,10 @@ class StoreError(DocvecError):
 
 class CollectionNotFoundError(StoreError):
     """The collection does not exist (nothing was indexed into it yet)."""
+
+
+class ForeignCollectionError(StoreError):
+    """A collection docvec did not make (no ``page`` vector, or not cosine), on a shared Qdrant server."""
 
 
 class DiskFullError(StoreError):

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from ._errors import DiskFullError
 
-__all__ = ["MB", "atomic_writer", "check_free_space", "write_atomic", "write_json_atomic"]
+__all__ = ["MB", "atomic_writer", "check_free_space", "fsync_dir", "write_atomic", "write_json_atomic"]
 
 MB = 1024 * 1024
 
@@ -61,6 +61,22 @@ def atomic_writer(path: Path, *, durable: bool = False) -> Iterator[IO[bytes]]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if durable:
+        fsync_dir(path.parent)  # the rename itself survives a power cut only once the folder is synced
+
+
+def fsync_dir(folder: Path) -> None:
+    """Sync a folder's entries (a rename or an unlink in it) to disk, where the platform allows it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return  # no folder, or a platform that cannot open one (Windows): nothing more can be done
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a folder; the rename is as safe as they make it
+    finally:
+        os.close(fd)
 
 
 def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:

@@ -15,36 +15,57 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from . import _documents, _search
+from . import _documents, _gc, _search
 from ._closing import Closing
-from ._config import Settings
+from ._config import EmbedSettings, Settings, settings_for
 from ._embed import Embedder
-from ._errors import CollectionNotFoundError, IngestError, InputError
+from ._errors import (
+    CollectionNotFoundError,
+    ConfigError,
+    IngestError,
+    InputError,
+    ModelError,
+    NotFoundError,
+)
 from ._fileio import MB
 from ._ingest import Ingestor, PageFn, ProgressFn
+from ._modelfiles import resolve_model
 from ._pagestore import PageStore
 from ._provenance import check_same_vectors, embedding_info, recorded_info
 from ._records import (
     DocumentList,
+    GcReport,
     Hit,
     IngestReport,
     PagePayload,
+    ReindexReport,
     SearchFilter,
     Upload,
+    VersionInfo,
     display_name,
     parse_tags,
 )
+from ._reindex import Reindexer
 from ._render import Renderer
 from ._sources import SourceDocument, save_upload
-from ._store import Filter, Store, open_store
+from ._store import VERSION_RE, Filter, Store, open_store
+from ._versions import fitting_settings, list_versions, new_record, version_record
 
-__all__ = ["Index"]
+__all__ = ["GC_GRACE_S", "RESOLVE_EVERY", "Index"]
 
 log = logging.getLogger("docvec")
+
+#: With a Qdrant server, another machine may switch a collection to a new version: an index looks the
+#: live version up again when its last look is this many seconds old (the embedded store: every time).
+RESOLVE_EVERY = 2.0
+#: With a Qdrant server, page images written or reused this recently are never collected (a run in
+#: another process may be about to store the page that shows one).
+GC_GRACE_S = 24 * 3600.0
 
 
 class Index(Closing):
@@ -63,6 +84,11 @@ class Index(Closing):
         loading ``settings.model`` and is left open for its owner."""
         self.settings = settings
         self.collection = settings.collection
+        if VERSION_RE.fullmatch(self.collection):
+            raise ConfigError(
+                f"collection {self.collection!r}: a name ending in .v<number> is a version's name "
+                "(docvec names the versions of a collection so); choose another collection name"
+            )
         reserve = settings.store_reserve_mb * MB
         self.pages = PageStore(settings.data_dir / "pages", reserve=reserve)
         self.uploads = settings.data_dir / "uploads"
@@ -73,13 +99,19 @@ class Index(Closing):
             reserve=reserve,
             create=create,
         )
-        self._embedder = embedder
+        self._embedder = embedder  # the model searches and ingests use (maybe a view of _model)
+        self._model = embedder  # what holds the loaded model, closed with the index when it is ours
         self._owns_embedder = embedder is None
+        self._embedder_version: str | None = None  # the version the embedder was chosen for
         self._ingestor: Ingestor | None = None
         self._renderer: Renderer | None = None
         self._model_lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._search_checked = False  # whether the collection's vectors were found to fit the model
+        self._write_lock = threading.RLock()
+        self._reindex_lock = threading.Lock()
+        self._version_lock = threading.Lock()
+        self._live: str | None = None
+        self._live_at = 0.0
+        self._search_checked: str | None = None  # the version whose vectors were found to fit the model
 
     @classmethod
     def open(
@@ -98,51 +130,110 @@ class Index(Closing):
         not exist yet is created (and its folder locked) only by the first write, so that only looking
         leaves no trace.
         """
-        if isinstance(where, Settings):
-            settings = where.model_copy(update=overrides) if overrides else where
-        elif where is None:
-            settings = Settings(**overrides)
-        else:
-            settings = Settings(data_dir=Path(where).expanduser(), **overrides)
-        return cls(settings, embedder=embedder, create=create)
+        return cls(settings_for(where, **overrides), embedder=embedder, create=create)
+
+    # -- the live version ------------------------------------------------------------------------------
+
+    def _version(self, *, refresh: bool = False) -> str | None:
+        """The version of the collection this index reads and writes: the live one, looked up again on
+        every call on the embedded store (it is in memory) and every :data:`RESOLVE_EVERY` seconds on a
+        server (where another machine may switch it)."""
+        every = RESOLVE_EVERY if self._store.backend.resolves_aliases else 0.0
+        now = time.monotonic()
+        with self._version_lock:
+            if refresh or self._live is None or now - self._live_at >= every:
+                live = self._store.live(self.collection)
+                self._live_at = now
+                if live != self._live and self._live is not None:
+                    log.info("collection %r now reads %s (was %s)", self.collection, live, self._live)
+                self._live = live
+            return self._live
 
     # -- the model, loaded when first needed ---------------------------------------------------------
 
     @property
     def embedder(self) -> Embedder:
-        """The model, loaded on first use."""
+        """The model, loaded on first use with the settings that fit the collection (see
+        :func:`docvec._versions.fitting_settings`); after the collection is switched to a version another
+        model (or size) made, the one that fits it."""
+        version = self._version()
         with self._model_lock:
-            if self._embedder is None:
-                from ._hub import find_registered  # huggingface_hub: only when a model is opened
-
-                find = functools.partial(find_registered, cache_dir=self.settings.cache_dir)
-                self._embedder = Embedder.open(
-                    self.settings.model,
-                    self.settings.embed,
-                    find_registered=find,
-                    decode_budget=self.settings.render.max_memory_mb * MB,
-                )
+            current = self._embedder
+            if current is not None and (self._embedder_version == version or not self._owns_embedder):
+                self._embedder_version = version
+                return current
+            record = version_record(self._store, version) if version is not None else None
+            if current is not None and (
+                record is None or embedding_info(current).key == record.embedding.key
+            ):
+                self._embedder_version = version
+                return current
+            model, embed = fitting_settings(self.settings, record, follow=current is not None)
+            self._use(self._load(model, embed), version)
+            assert self._embedder is not None
             return self._embedder
+
+    def _load(self, model: str, embed: EmbedSettings) -> Embedder:
+        """The embedder for ``model`` with ``embed``: a view of the loaded model when only the vector size
+        differs, else the model loaded anew."""
+        from ._hub import find_registered  # huggingface_hub: only when a model is opened
+
+        find = functools.partial(find_registered, cache_dir=self.settings.cache_dir)
+        if self._model is not None and self._owns_embedder:
+            files = resolve_model(model, find_registered=find)[0]
+            dim, bounds = self._model.profile.resolve(embed)
+            if files == self._model.files and bounds == self._model.bounds:
+                same = min(dim, self._model.hidden_size) == self._model.dim
+                return self._model if same else self._model.with_dim(dim)
+        log.info("loading the model %s", model)
+        return Embedder.open(
+            model, embed, find_registered=find, decode_budget=self.settings.render.max_memory_mb * MB
+        )
+
+    def _use(self, embedder: Embedder, version: str | None) -> None:
+        """Make ``embedder`` the index's model (the model lock held). A model it replaces is closed once
+        its call in progress ends (a search that still holds it tries again with this one)."""
+        if not embedder.is_view and embedder is not self._model:
+            if self._model is not None and self._owns_embedder:
+                self._model.close()
+            self._model = embedder
+        self._embedder = embedder
+        self._embedder_version = version
+        self._ingestor = None
 
     def prepare(self) -> None:
         """Load the model and create the collection if it is missing: a server calls this at start, so that
-        a bad model fails then and the first request pays for nothing."""
-        self._ingest_stage()
+        a bad model, or one that does not fit the collection, fails then and the first request pays for
+        nothing."""
+        with self._write_lock:
+            self._ingest_stage()
 
     def _ingest_stage(self) -> Ingestor:
+        """The ingest stage for the live version (created, as the collection's first version, when there
+        is none); called with the write lock held, so that a reindex cannot switch under a writer."""
         embedder = self.embedder
         with self._model_lock:
-            if self._ingestor is None:
+            version = self._version()
+            if version is None:
+                record = new_record(embedding_info(embedder), self.settings.model, building=False)
+                self._store.ensure_collection(self.collection, embedder.dim, record.model_dump(mode="json"))
+                version = self._version(refresh=True)
+                assert version is not None
+            ingestor = self._ingestor
+            if ingestor is None or ingestor.collection != version or ingestor.embedder is not embedder:
                 render = self.settings.render
-                self._renderer = Renderer(
-                    workers=render.workers,
-                    target_pixels=embedder.bounds.max_pixels,
-                    timeout_s=render.timeout_s,
-                )
-                self._ingestor = Ingestor(
-                    embedder, self._store, self.pages, self._renderer, collection=self.collection
-                )
-            return self._ingestor
+                if self._renderer is None or self._renderer.target_pixels != embedder.bounds.max_pixels:
+                    if self._renderer is not None:
+                        self._renderer.close()
+                    self._renderer = Renderer(
+                        workers=render.workers,
+                        target_pixels=embedder.bounds.max_pixels,
+                        timeout_s=render.timeout_s,
+                        memory_limit=render.max_memory_mb * MB,
+                    )
+                ingestor = Ingestor(embedder, self._store, self.pages, self._renderer, collection=version)
+                self._ingestor = ingestor
+            return ingestor
 
     # -- verbs ---------------------------------------------------------------------------------------
 
@@ -162,8 +253,8 @@ class Index(Closing):
         with every page. Bad documents and pages are failure records in the report, and the run goes on.
         """
         tag_list = parse_tags(tags)  # before any work: a bad tag is the caller's mistake
-        ingestor = self._ingest_stage()
         with self._write_lock:
+            ingestor = self._ingest_stage()
             return ingestor.run(paths, recursive=recursive, prune=prune, tags=tag_list, progress=progress)
 
     def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
@@ -192,7 +283,6 @@ class Index(Closing):
         (:class:`~docvec.IngestError`, with the reasons). ``progress`` hears of each page.
         """
         tag_list = parse_tags(tags)
-        ingestor = self._ingest_stage()
         if isinstance(upload, SourceDocument):
             document = upload
         elif limit is None:
@@ -201,12 +291,14 @@ class Index(Closing):
             document = self.keep_upload(upload, name=name, limit=limit)
         shown = name or document.name
         with self._write_lock:
+            ingestor = self._ingest_stage()
+            version = ingestor.collection
             report = ingestor.ingest(document, tags=tag_list, progress=progress)
             ingestor.commit()
-            stored = next(iter(self._store.scroll(self.collection, Filter(doc_ids=(document.doc_id,)))), None)
+            stored = next(iter(self._store.scroll(version, Filter(doc_ids=(document.doc_id,)))), None)
             kept = stored is not None and stored[1].get("source") == str(document.path)
             # not indexed, or indexed from elsewhere: this copy is not needed (unless a page still uses it)
-            if not kept and not self._store.count(self.collection, Filter(sources=(str(document.path),))):
+            if not kept and not _documents.source_in_use(self._store, self.collection, str(document.path)):
                 document.path.unlink(missing_ok=True)
         if stored is None:
             raise IngestError(
@@ -218,7 +310,7 @@ class Index(Closing):
             doc_id=document.doc_id,
             source=str(payload.get("source")),
             name=display_name(payload),
-            pages=self._store.count(self.collection, Filter(doc_ids=(document.doc_id,))),
+            pages=self._store.count(version, Filter(doc_ids=(document.doc_id,))),
             already_indexed=not report.documents_indexed,
         )
 
@@ -227,48 +319,63 @@ class Index(Closing):
 
         The query and ``k`` are checked before the model is loaded. Searching a collection nothing was
         indexed into raises :class:`~docvec.CollectionNotFoundError` saying so, and one whose vectors
-        another model (or vector size) made :class:`~docvec.CollectionMismatchError`.
+        another model (or vector size) made :class:`~docvec.CollectionMismatchError`. A search under way
+        while the collection is switched to a new version is answered by one version or the other, whole.
         """
         _search.check_query(query, k)
-        embedder = self.embedder
-        if not self._search_checked:
-            recorded = recorded_info(self._store, self.collection)
-            check_same_vectors(
-                recorded,
-                embedding_info(embedder),
-                collection=self.collection,
-                where=self._store.where,
-                for_search=True,
-            )
-            self._search_checked = recorded is not None
-        try:
-            return _search.search(embedder, self._store, self.collection, query, k=k, flt=filter)
-        except CollectionNotFoundError:
-            raise CollectionNotFoundError(
-                f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
-                "run `docvec ingest` first"
-            ) from None
+        for attempt in range(2):
+            version = self._version(refresh=attempt > 0)
+            if version is None:
+                raise CollectionNotFoundError(
+                    f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
+                    "run `docvec ingest` first"
+                )
+            embedder = self.embedder
+            if self._search_checked != version:
+                check_same_vectors(
+                    recorded_info(self._store, version),
+                    embedding_info(embedder),
+                    collection=self.collection,
+                    where=self._store.where,
+                    for_search=True,
+                )
+                self._search_checked = version
+            try:
+                return _search.search(embedder, self._store, version, query, k=k, flt=filter)
+            except (CollectionNotFoundError, ModelError):
+                # the version was dropped, or the model replaced, between the lookup and the search: once
+                # more with what is live now
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
         """Indexed documents ordered by source path, ``limit`` of them from ``offset``, with the total."""
-        if self.collection not in self._store.collections():
+        version = self._version()
+        if version is None:
             return DocumentList(total=0, offset=offset, limit=limit, documents=[])
-        return _documents.list_documents(self._store, self.collection, offset=offset, limit=limit)
+        return _documents.list_documents(self._store, version, offset=offset, limit=limit)
 
     def pages_of(self, doc_id: str) -> list[PagePayload]:
         """A document's indexed pages in order; :class:`~docvec.NotFoundError` for an unknown document."""
-        payloads = _documents.pages_of(self._store, self.collection, doc_id)
+        payloads = _documents.pages_of(self._store, self._version_or_none(), doc_id)
         return [PagePayload.model_validate(p) for p in payloads]
 
     def page_file(self, doc_id: str, page: int, *, thumbnail: bool = False) -> Path:
         """The page's image as rendered for the model (PNG), or its thumbnail (JPEG, at most 256 px)."""
         field = "thumbnail" if thumbnail else "image"
-        return _documents.page_file(self._store, self.collection, self.pages, doc_id, page, field)
+        return _documents.page_file(self._store, self._version_or_none(), self.pages, doc_id, page, field)
 
     def document_file(self, doc_id: str) -> tuple[Path, str, str]:
         """The document's file as it was indexed (an upload's kept copy included), with its display name
         and kind; :class:`~docvec.NotFoundError` when the file is gone or has changed since."""
-        return _documents.document_file(self._store, self.collection, doc_id)
+        return _documents.document_file(self._store, self._version_or_none(), doc_id)
+
+    def _version_or_none(self) -> str:
+        version = self._version()
+        if version is None:
+            raise NotFoundError(f"nothing is indexed in collection {self.collection!r}")
+        return version
 
     def delete(self, target: str, *, by: Literal["auto", "doc_id", "path"] = "auto") -> int:
         """Remove a document by id, or every document read from a path; returns the pages removed.
@@ -276,30 +383,138 @@ class Index(Closing):
         ``by="auto"`` reads an existing file, or anything with a path separator, as a path, and anything
         else as a document id or the start of one that only one document's id has (for people typing at a
         prompt); a server passes ``by="doc_id"`` so that nothing is guessed. An uploaded document's kept
-        copy goes with it; a user's own files are never touched.
+        copy goes with it, and so do its page images that no version of any collection shows; a user's
+        own files are never touched.
         """
-        if by == "auto":
-            flt = _documents.target_filter(self._store, self.collection, target)
-        elif by == "path":
-            flt = Filter(sources=(str(Path(target).expanduser().resolve()),))
-        else:
-            flt = Filter(doc_ids=(target,))
         with self._write_lock:
-            return _documents.delete(self._store, self.collection, flt, uploads=self.uploads)
+            version = self._version()
+            if version is None:
+                return 0
+            if by == "auto":
+                flt = _documents.target_filter(self._store, version, target)
+            elif by == "path":
+                flt = Filter(sources=(str(Path(target).expanduser().resolve()),))
+            else:
+                flt = Filter(doc_ids=(target,))
+            removed, images = _documents.delete(
+                self._store, self.collection, version, flt, uploads=self.uploads
+            )
+            if images:
+                _gc.release(self._store, self.pages, images, before=time.time() - self._gc_grace())
+            return removed
 
     def prune(self) -> int:
         """Remove the documents whose files are gone; returns how many."""
-        ingestor = self._ingest_stage()
         with self._write_lock:
+            ingestor = self._ingest_stage()
             removed = ingestor.prune()
             ingestor.commit()
         return removed
 
     def count(self) -> int:
         """Pages in the index (0 when nothing was indexed yet)."""
-        if self.collection not in self._store.collections():
-            return 0
-        return self._store.count(self.collection)
+        version = self._version()
+        return 0 if version is None else self._store.count(version, Filter(finished=True))
+
+    # -- versions ------------------------------------------------------------------------------------
+
+    def reindex(
+        self,
+        *,
+        model: str | None = None,
+        dim: int | None = None,
+        max_pixels: int | None = None,
+        drop_old: bool = False,
+        progress: ProgressFn | None = None,
+        settle: float | None = None,
+    ) -> ReindexReport:
+        """Build a new version of the collection with another ``model``, vector size ``dim`` or page budget
+        ``max_pixels`` (unset: the live version's, or what the settings name explicitly) from what the
+        index holds, and switch to it once it is complete; searches read the old version until then.
+
+        A reindex interrupted at any point resumes when run again with the same settings; ``drop_old``
+        removes the old version (and the page images only it used) after the switch. ``settle`` is how
+        long to wait after switching on a Qdrant server for processes that had not seen it yet (default:
+        twice the time they take to see it). See :mod:`docvec._reindex`.
+        """
+        with self._reindex_lock:
+            version = self._version(refresh=True)
+            if version is None:
+                raise CollectionNotFoundError(
+                    f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
+                    "nothing to reindex"
+                )
+            base_model, base_embed = fitting_settings(
+                self.settings, version_record(self._store, version), follow=False
+            )
+            changes = {key: v for key, v in (("dim", dim), ("max_pixels", max_pixels)) if v is not None}
+            target_model = model or base_model
+            with self._model_lock:
+                target = self._load(target_model, base_embed.model_copy(update=changes))
+            render = self.settings.render
+            renderer = Renderer(
+                workers=render.workers,
+                target_pixels=target.bounds.max_pixels,
+                timeout_s=render.timeout_s,
+                memory_limit=render.max_memory_mb * MB,
+            )
+            if settle is None:
+                settle = 2 * RESOLVE_EVERY if self._store.backend.resolves_aliases else 0.0
+            try:
+                report = Reindexer(
+                    self._store,
+                    self.pages,
+                    renderer,
+                    target,
+                    collection=self.collection,
+                    model=target_model,
+                    progress=progress,
+                ).run(write_lock=self._write_lock, settle=settle, drop_old=drop_old)
+            except BaseException:
+                if not target.is_view and target is not self._model:
+                    target.close()
+                raise
+            finally:
+                renderer.close()
+            with self._model_lock:
+                if report.switched:
+                    self._use(target, self._version(refresh=True))
+                elif not target.is_view and target is not self._model:
+                    target.close()
+            if report.dropped_old:
+                self.gc()
+            return report
+
+    def versions(self) -> list[VersionInfo]:
+        """The collection's versions, oldest first: model, size, pages, and which one is live."""
+        return list_versions(self._store, self.collection)
+
+    def drop_version(self, version: str) -> GcReport:
+        """Delete a version that is not live, then the page images no version uses any more."""
+        with self._write_lock:
+            if version not in self._store.versions(self.collection):
+                raise NotFoundError(f"collection {self.collection!r} has no version {version!r}")
+            self._store.drop(version)
+        return self.gc()
+
+    def gc(self, *, grace_s: float | None = None) -> GcReport:
+        """Remove the page images that no version of any collection in the store shows.
+
+        An image written or reused less than ``grace_s`` seconds ago is kept, so that a run in progress in
+        another process never loses one (default: none on the embedded store, whose writers all wait for
+        this one; a day with a Qdrant server, whose writers may be anywhere).
+        """
+        grace = self._gc_grace() if grace_s is None else grace_s
+        with self._write_lock:
+            return _gc.collect(self._store, self.pages, before=time.time() - grace)
+
+    def _gc_grace(self) -> float:
+        return GC_GRACE_S if self._store.backend.resolves_aliases else 0.0
+
+    def advertise(self, api: str) -> None:
+        """Record in the embedded store's owner record that this process serves the index at ``api``: other
+        docvec processes (commands, flows) then send their work there (:func:`docvec.connect`)."""
+        self._store.advertise(api=api)
 
     # -- lifetime ------------------------------------------------------------------------------------
 
@@ -308,8 +523,8 @@ class Index(Closing):
         try:
             if self._renderer is not None:
                 self._renderer.close()
-            if self._owns_embedder and self._embedder is not None:
-                self._embedder.close()
+            if self._owns_embedder and self._model is not None:
+                self._model.close()
         finally:
             self._store.close()
 

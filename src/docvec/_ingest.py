@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -72,10 +72,11 @@ def _failed(path: object, reason: str) -> IngestReport:
 
 
 class Ingestor:
-    """Ingests documents into one collection of a store; one at a time (a renderer renders one document
-    at a time), so callers that share one serialise their calls.
+    """Ingests documents into one version of a collection (see :mod:`docvec._store`), which must exist;
+    one document at a time (a renderer renders one document at a time), so callers that share one
+    serialise their calls.
 
-    A collection whose vectors another model or other settings made is refused at once
+    A version whose vectors another model or other settings made is refused at once
     (:class:`~docvec.CollectionMismatchError`): adding to it would mix two kinds of vectors.
     """
 
@@ -95,7 +96,6 @@ class Ingestor:
             where=store.where,
             for_search=False,
         )
-        store.ensure_collection(collection, embedder.dim)
 
     # -- runs ---------------------------------------------------------------------------------------
 
@@ -162,19 +162,35 @@ class Ingestor:
         return self.ingest(document, tags=tags, progress=progress)
 
     def ingest(
-        self, document: SourceDocument, *, tags: Sequence[str] = (), progress: PageFn | None = None
+        self,
+        document: SourceDocument,
+        *,
+        tags: Sequence[str] = (),
+        progress: PageFn | None = None,
+        pages: Callable[[int], Iterable[RenderedPage | PageFailure]] | None = None,
+        ingested_at: datetime | None = None,
     ) -> IngestReport:
-        """Index an identified document, or skip it when the store holds all of it already."""
+        """Index an identified document, or skip it when the store holds all of it already.
+
+        ``pages(first)``, when given, yields the document's pages from page ``first`` on instead of the
+        renderer (a reindex reads them from the page store: ``document.page_count`` must be set then);
+        ``ingested_at`` keeps a document's first indexing time (default: now).
+        """
         source = str(document.path)
         try:
             state = self._state(document.doc_id)
             if state.complete:
                 return self._skip(document, state, list(tags))
-            info = self.renderer.open(document.path, document.kind)
-            document = dataclasses.replace(document, page_count=info.page_count)
+            if pages is None:
+                info = self.renderer.open(document.path, document.kind)
+                document = dataclasses.replace(document, page_count=info.page_count)
+                opened = DocumentInfo(document.path, document.kind, document.page_count)
+                pages = functools.partial(self._rendered, opened)
             if state.resume_after:
                 log.info("%s: resuming after page %d", source, state.resume_after)
-            report, written = self._index(document, list(tags), progress, state)
+            report, written = self._index(
+                document, list(tags), progress, state, pages, ingested_at or datetime.now(UTC)
+            )
         except (RenderError, InputError) as e:
             return _failed(source, e.reason)
         except (StoreUnavailableError, DiskFullError):
@@ -230,21 +246,26 @@ class Ingestor:
             documents_removed=removed,
         )
 
+    def _rendered(self, info: DocumentInfo, first: int) -> Iterable[RenderedPage | PageFailure]:
+        return self.renderer.pages(info, first=first)
+
     def _index(
-        self, document: SourceDocument, tags: list[str], progress: PageFn | None, state: _DocState
+        self,
+        document: SourceDocument,
+        tags: list[str],
+        progress: PageFn | None,
+        state: _DocState,
+        pages: Callable[[int], Iterable[RenderedPage | PageFailure]],
+        now: datetime,
     ) -> tuple[IngestReport, int]:
-        """Render, embed and write the pages after ``state.resume_after``, batch by batch, then mark the
-        document complete; the report holds the pages that failed (or the document, when none could be
-        rendered), the number the pages of the document written in all."""
+        """Embed and write the pages after ``state.resume_after``, batch by batch, then mark the document
+        complete; the report holds the pages that failed (or the document, when none could be rendered),
+        the number the pages of the document written in all."""
         path = document.path
-        now = datetime.now(UTC)
         batch: list[Point] = []
         failed: list[IngestFailure] = []
         written = state.written
-        pages = self.renderer.pages(
-            DocumentInfo(path, document.kind, document.page_count), first=state.resume_after + 1
-        )
-        for item in pages:
+        for item in pages(state.resume_after + 1):
             if isinstance(item, PageFailure):
                 failed.append(IngestFailure(path=str(path), page=item.number, reason=item.reason))
             else:

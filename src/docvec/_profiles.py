@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ._config import EmbedSettings
 from ._errors import ConfigError, ModelMismatchError
 
-__all__ = ["JINA_V4", "ImageBounds", "ModelProfile", "profile_for"]
+__all__ = ["JINA_V4", "PROFILES", "ImageBounds", "ModelProfile", "profile_for"]
 
 
 @dataclass(frozen=True)
@@ -93,16 +93,17 @@ JINA_V4 = ModelProfile(
     licence="CC-BY-NC-4.0",
 )
 
-_PROFILES = (JINA_V4,)
+#: every model docvec knows
+PROFILES = (JINA_V4,)
 
 
 def profile_for(architecture: str, projector: str) -> ModelProfile:
     """The profile serving a language model of ``architecture`` with a vision encoder of ``projector``."""
-    for p in _PROFILES:
+    for p in PROFILES:
         if architecture in p.architectures and projector in p.projectors:
             return p
     raise ModelMismatchError(
         f"no embedding profile for a '{architecture}' language model with a '{projector}' vision encoder; "
         f"supported: "
-        + "; ".join(f"{p.name} ({'/'.join(p.architectures)} + {'/'.join(p.projectors)})" for p in _PROFILES)
+        + "; ".join(f"{p.name} ({'/'.join(p.architectures)} + {'/'.join(p.projectors)})" for p in PROFILES)
     )

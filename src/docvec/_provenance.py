@@ -11,8 +11,9 @@ from ._embed import Embedder
 from ._errors import CollectionMismatchError
 from ._records import EmbeddingInfo
 from ._store import Store
+from ._versions import page_info, version_record
 
-__all__ = ["check_same_vectors", "embedding_info", "recorded_info"]
+__all__ = ["check_same_vectors", "embedding_info", "recorded_info", "same_model", "truncated_info"]
 
 
 def embedding_info(embedder: Embedder) -> EmbeddingInfo:
@@ -25,19 +26,33 @@ def embedding_info(embedder: Embedder) -> EmbeddingInfo:
         "min_pixels": embedder.bounds.min_pixels,
         "max_pixels": embedder.bounds.max_pixels,
     }
+    return _with_key(fields)
+
+
+def _with_key(fields: dict[str, object]) -> EmbeddingInfo:
     key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
     return EmbeddingInfo(**fields, key=key)  # type: ignore[arg-type]
 
 
+def truncated_info(info: EmbeddingInfo, dim: int) -> EmbeddingInfo:
+    """What describes ``info``'s vectors truncated to their first ``dim`` numbers (and re-normalised):
+    exactly the vectors the same model makes at that size (Matryoshka)."""
+    return _with_key(info.model_dump(exclude={"key"}) | {"dim": dim})
+
+
+def same_model(a: EmbeddingInfo, b: EmbeddingInfo) -> bool:
+    """Whether ``a`` and ``b`` were made by the same model files (whatever the size and page budget)."""
+    return (a.profile, a.model, a.mmproj) == (b.profile, b.model, b.mmproj)
+
+
 def recorded_info(store: Store, collection: str) -> EmbeddingInfo | None:
-    """What made the vectors already in ``collection`` (read from one stored page), or ``None`` when it is
-    empty or missing."""
-    if collection not in store.collections():
+    """What made the vectors of ``collection``'s live version (or of a version named directly): its
+    record, or one of its pages for a version made before records; ``None`` when it has neither."""
+    live = store.live(collection)
+    if live is None:
         return None
-    for _, payload in store.scroll(collection, batch=1):
-        stored = payload.get("embedding")
-        return EmbeddingInfo.model_validate(stored) if isinstance(stored, dict) else None
-    return None
+    record = version_record(store, live)
+    return record.embedding if record is not None else page_info(store, live)
 
 
 def _describe(info: EmbeddingInfo, *, pages: bool) -> str:
@@ -67,6 +82,7 @@ def check_same_vectors(
     raise CollectionMismatchError(
         f"collection {collection!r} at {where} holds vectors of {_describe(recorded, pages=not for_search)}; "
         f"these settings make vectors of {_describe(mine, pages=not for_search)}, which cannot {what} it. "
-        f"Use the collection's model and settings (DOCVEC_MODEL, DOCVEC_EMBED__*), or another collection "
-        f"(DOCVEC_COLLECTION) to index anew."
+        f"Use the collection's model and settings (DOCVEC_MODEL, DOCVEC_EMBED__*), rebuild the collection "
+        f"with these settings (`docvec reindex`, which keeps it searchable meanwhile), or index anew into "
+        f"another collection (DOCVEC_COLLECTION)."
     )

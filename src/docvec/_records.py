@@ -32,12 +32,16 @@ __all__ = [
     "DocumentSummary",
     "EmbeddingInfo",
     "EmbeddingRecord",
+    "GcReport",
     "Hit",
     "IngestFailure",
     "IngestReport",
     "PagePayload",
+    "ReindexReport",
     "SearchFilter",
     "Upload",
+    "VersionInfo",
+    "VersionRecord",
     "check_k",
     "display_name",
     "parse_tag",
@@ -207,6 +211,91 @@ class IngestReport(BaseModel):
             if name != "failures"
         }
         return IngestReport(**counts, failures=[*self.failures, *other.failures])
+
+
+# -- versions and reindexing ---------------------------------------------------------------------------
+
+
+class VersionRecord(BaseModel):
+    """docvec's record of one version of a collection: what made its vectors, and whether it is whole.
+
+    Kept beside the version (the embedded store's collection record, a Qdrant collection's metadata);
+    versions made before records existed have none, and their pages say what made them.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    state: Literal["building", "complete"] = Field(
+        description="building: a reindex is filling it (searches never read it); complete: it may be live."
+    )
+    embedding: EmbeddingInfo
+    model: str = Field(description="The model as the settings named it: registry name, folder or pair.")
+    created_at: datetime
+    built_from: str | None = Field(None, description="The version a reindex read its pages from.")
+
+
+class VersionInfo(BaseModel):
+    """One version of a collection, as `docvec collections list --json` shows it."""
+
+    collection: str
+    version: str
+    live: bool
+    state: Literal["building", "complete"]
+    model: str | None = Field(None, description="The model as the settings named it (older versions: none).")
+    dim: int | None
+    max_pixels: int | None
+    pages: int
+    created_at: datetime | None
+
+
+class ReindexReport(BaseModel):
+    """What a reindex did: `docvec reindex --json` prints this."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: str
+    old_version: str | None = Field(description="The version that was live when the reindex began.")
+    new_version: str | None = Field(description="The version built (none when there was nothing to do).")
+    switched: bool = Field(description="Whether the collection now reads the new version.")
+    dropped_old: bool = False
+    documents: int = Field(0, description="Documents of the old version read.")
+    pages_embedded: int = Field(0, description="Pages embedded anew (from stored images or re-rendered).")
+    pages_rendered: int = Field(0, description="Of those, pages rendered again from their source files.")
+    pages_carried: int = Field(
+        0, description="Pages whose vectors were carried over (their source is gone; same model)."
+    )
+    pages_resumed: int = Field(0, description="Pages an interrupted run had written already.")
+    pages_lost: int = Field(0, description="Pages that could not be carried into the new version.")
+    vanished: list[str] = Field(
+        default_factory=list, description="Source files gone (or changed) since they were indexed."
+    )
+    failures: list[IngestFailure] = Field(default_factory=list)
+    seconds: float = 0.0
+    note: str | None = Field(None, description="Why nothing was done, when nothing was.")
+
+    def summary(self) -> str:
+        """The run in one line."""
+        if self.new_version is None:
+            return f"collection {self.collection!r}: {self.note or 'nothing to do'}"
+        done = "now reads" if self.switched else "did not switch to"
+        return (
+            f"collection {self.collection!r} {done} {self.new_version} (was {self.old_version}): "
+            f"{self.documents} documents, {self.pages_embedded} pages embedded"
+            + (f" ({self.pages_rendered} rendered again)" if self.pages_rendered else "")
+            + (f", {self.pages_carried} carried over" if self.pages_carried else "")
+            + (f", {self.pages_resumed} done before" if self.pages_resumed else "")
+            + (f", {self.pages_lost} lost" if self.pages_lost else "")
+            + f" in {self.seconds:.1f} s"
+            + ("; old version dropped" if self.dropped_old else "")
+        )
+
+
+class GcReport(BaseModel):
+    """What a page-store collection removed: `docvec gc --json` prints this."""
+
+    files_removed: int
+    bytes_freed: int
+    files_kept: int
 
 
 # -- search --------------------------------------------------------------------------------------------

@@ -14,7 +14,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from ._config import Settings
-from ._records import EmbeddingRecord, Hit, IngestReport, PagePayload, SearchFilter
+from ._records import (
+    EmbeddingRecord,
+    GcReport,
+    Hit,
+    IngestReport,
+    PagePayload,
+    ReindexReport,
+    SearchFilter,
+    VersionInfo,
+)
 
 __all__ = ["SCHEMAS", "render_schemas", "write_schemas"]
 
@@ -26,6 +35,9 @@ SCHEMAS: dict[str, Any] = {
     "ingest-report.schema.json": IngestReport,
     "search-hits.schema.json": list[Hit],
     "search-filter.schema.json": SearchFilter,
+    "reindex-report.schema.json": ReindexReport,
+    "versions.schema.json": list[VersionInfo],
+    "gc-report.schema.json": GcReport,
 }
 #: schemas of what docvec writes rather than reads: fields left out of the JSON are left out here too
 _OUTPUTS = frozenset({"search-hits.schema.json"})

@@ -12,8 +12,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from .._client import RemoteIndex
 from .._config import Settings
 from .._errors import ConfigError, DocvecError
+from .._index import Index
 
 __all__ = [
     "CollectionOption",
@@ -23,6 +25,7 @@ __all__ = [
     "err",
     "errors",
     "models_app",
+    "open_index",
     "out",
     "program",
     "settings",
@@ -85,6 +88,17 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, value: Any) -> None:
         pass
+
+
+def open_index(s: Settings, *, create: bool = True) -> Index | RemoteIndex:
+    """The index the command works on: its own, or the running server's when ``docvec serve`` holds the
+    embedded store (said in one line on stderr, as is waiting for another command to finish)."""
+    from .._connect import connect
+
+    def say(message: str) -> None:
+        err.print(message, style="dim", highlight=False, soft_wrap=True)
+
+    return connect(s, create=create, notify=say)
 
 
 def settings(*, log_level: str | None = None, **overrides: Any) -> Settings:

@@ -16,7 +16,18 @@ from rich.table import Table
 from .._errors import StoreError
 from .._index import Index
 from .._records import DocumentSummary, IngestReport, SearchFilter
-from ._common import CollectionOption, JsonFlag, ModelOption, app, err, errors, out, program, settings
+from ._common import (
+    CollectionOption,
+    JsonFlag,
+    ModelOption,
+    app,
+    err,
+    errors,
+    open_index,
+    out,
+    program,
+    settings,
+)
 from ._progress import IngestDisplay
 
 __all__: list[str] = []  # commands register themselves on the app
@@ -42,7 +53,7 @@ def ingest(
     s = settings(model=model, collection=collection)
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
     try:
-        with errors(), Index.open(s) as index, display:
+        with errors(), open_index(s) as index, display:
             try:
                 report = index.add(paths, tags=tag or (), recursive=recursive, prune=prune, progress=display)
             except StoreError as e:
@@ -78,7 +89,7 @@ def documents(collection: CollectionOption = None, as_json: JsonFlag = False) ->
     schemas/documents.schema.json)."""
     s = settings(collection=collection)
     found: list[DocumentSummary] = []
-    with errors(), Index.open(s, create=False) as index:
+    with errors(), open_index(s, create=False) as index:
         while True:
             page = index.documents(offset=len(found), limit=1000)
             found += page.documents
@@ -112,7 +123,7 @@ def delete(
 ) -> None:
     """Remove a document (all its pages) from the index."""
     s = settings(collection=collection)
-    with errors(), Index.open(s, create=False) as index:
+    with errors(), open_index(s, create=False) as index:
         n = index.delete(target)
     if not n:
         err.print(f"[bold red]error:[/] nothing indexed under {target}", highlight=False)
@@ -141,7 +152,7 @@ def search(
     with errors():
         flt = SearchFilter.parse(filter_ or ())
         # the query and -k are checked before the model is loaded: a typo costs no loading
-        with Index.open(s) as index:
+        with open_index(s) as index:
             hits = index.search(query, k, flt)
     if as_json:
         sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits]) + "\n")
@@ -208,6 +219,8 @@ def serve(
             raise
     try:
         base = f"http://{host}:{port}"
+        # other docvec processes on this machine find the store held, and send their work here
+        index.advertise(f"http://{_local(host)}:{port}")
         store = f"Qdrant at {s.qdrant_url}" if s.qdrant_url else f"the embedded store in {s.data_dir}"
         err.print(
             f"docvec serves {base}/ (search page) and {base}/docs (API)\n"
@@ -226,6 +239,13 @@ def serve(
         )
     finally:
         index.close()
+
+
+def _local(host: str) -> str:
+    """The address a process on this machine reaches a server listening on ``host`` at."""
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
 
 
 @app.command()

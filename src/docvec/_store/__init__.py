@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import StoreError
-from ._core import LAYOUT, Backend, Filter, Point, ScoredPoint, Store, point_id
+from ._core import LAYOUT, VERSION_RE, Backend, Filter, Point, ScoredPoint, Store, point_id
 
 if TYPE_CHECKING:
     from ._edge import EdgeBackend
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAYOUT",
+    "VERSION_RE",
     "Backend",
     "EdgeBackend",
     "Filter",

@@ -1,6 +1,12 @@
 """The store core: points, filters, the :class:`Store` every caller uses, and the :class:`Backend`
 protocol its two backends implement.
 
+A collection's name is what users search; behind it stand versions, physical collections named
+``NAME.vN``, one of them live. The name is an alias of the live version, switched atomically (a Qdrant
+collection alias on a server, a durable pointer file in the embedded store); a collection made before
+versions existed is its own first version (it keeps its name, no copy). Every operation takes a name or a
+version; a name reaches its live version.
+
 :class:`Store` holds everything the backends share: validation (names, dims, ids, ``k``, batch sizes, in
 that order, before anything is sent), batching of writes, paging of scrolls, the conversion of stored
 records into :class:`Point` values, and the closed state. A backend keeps to the primitives that really
@@ -26,6 +32,7 @@ from .._errors import CollectionNotFoundError, StoreError
 __all__ = [
     "DELETE_BATCH",
     "LAYOUT",
+    "VERSION_RE",
     "Backend",
     "Filter",
     "Layout",
@@ -56,8 +63,8 @@ class Layout:
     quantile: float = 0.99
     oversampling: float = 2.0
     #: payload fields filters use; both backends create a keyword index on each (collections made before
-    #: ``state`` have no index on it: filtering on it still works, by reading the payloads)
-    indexed_fields: tuple[str, ...] = ("doc_id", "source", "tags", "state")
+    #: ``state`` or ``image`` have no index on them: filtering on them still works, by reading payloads)
+    indexed_fields: tuple[str, ...] = ("doc_id", "source", "tags", "state", "image")
 
 
 #: the layout of every collection docvec creates
@@ -68,6 +75,8 @@ DELETE_BATCH = 1024
 # Names become folder names in the embedded store, so keep them to a portable, path-safe alphabet;
 # the server backend applies the same rule so that a collection can move between backends.
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+#: a version of collection NAME is named NAME.vN (N from 1)
+VERSION_RE = re.compile(r"(?P<name>.+)\.v(?P<number>[1-9][0-9]*)")
 # Fixed namespace for point_id(): changing it would change every id and break idempotent re-indexing.
 _ID_NAMESPACE = uuid.UUID("5f0e6a52-3c1b-4d0e-9d3a-7c2f1b9e8a41")
 
@@ -149,28 +158,35 @@ class Filter:
 
     Every non-empty field must hold; within a field any listed value matches. ``doc_ids`` matches the
     payload field ``doc_id``, ``sources`` matches ``source`` and ``tags`` (``"key=value"`` strings) matches
-    any element of the list ``tags``. ``finished`` leaves out the pages of documents still being written
-    (payload ``state`` ``"writing"``; see the ingest stage). An empty filter matches every point.
+    any element of the list ``tags``, ``images`` the page store path ``image``. ``finished`` leaves out
+    the pages of documents still being written (payload ``state`` ``"writing"``; see the ingest stage).
+    An empty filter matches every point.
     """
 
     doc_ids: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     finished: bool = False
+    images: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for field in ("doc_ids", "sources", "tags"):
+        for field in ("doc_ids", "sources", "tags", "images"):
             object.__setattr__(self, field, _as_tuple(field, getattr(self, field)))
 
     @property
     def is_empty(self) -> bool:
         """True when the filter names no points (an operation on it would take every finished one)."""
-        return not (self.doc_ids or self.sources or self.tags)
+        return not (self.doc_ids or self.sources or self.tags or self.images)
 
     def conditions(self) -> list[tuple[str, tuple[str, ...]]]:
         """The (payload field, accepted values) pairs that must all hold; backends build their filter
         from these (a keyword match of any of the values)."""
-        pairs = [("doc_id", self.doc_ids), ("source", self.sources), ("tags", self.tags)]
+        pairs = [
+            ("doc_id", self.doc_ids),
+            ("source", self.sources),
+            ("tags", self.tags),
+            ("image", self.images),
+        ]
         return [(key, values) for key, values in pairs if values]
 
     def exclusions(self) -> list[tuple[str, tuple[str, ...]]]:
@@ -187,6 +203,9 @@ class Backend(Protocol):
 
     #: where the collections live, for messages: a folder or a URL
     where: str
+    #: whether every operation accepts an alias in place of a collection (a Qdrant server does; the
+    #: embedded store has no aliases of its own, so the core resolves them before calling it)
+    resolves_aliases: bool
 
     def collection_dim(self, name: str) -> int | None:
         """The dim of collection ``name``'s vector, ``None`` when the collection does not exist."""
@@ -199,7 +218,33 @@ class Backend(Protocol):
         ...
 
     def collections(self) -> list[str]:
-        """Names of the existing collections (any order)."""
+        """Names of the existing collections (any order), aliases not included."""
+        ...
+
+    def drop_collection(self, name: str) -> None:
+        """Delete collection ``name`` and its points (not an error when it does not exist)."""
+        ...
+
+    def aliases(self) -> dict[str, str]:
+        """Every alias and the collection it points at."""
+        ...
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        """Point ``alias`` at ``collection`` in one atomic step (creating the alias, or switching it): a
+        reader sees the old target or the new one, never neither. A collection named ``alias`` (made
+        before versions) is dropped first where aliases and collections share one namespace."""
+        ...
+
+    def read_record(self, name: str) -> dict[str, Any] | None:
+        """docvec's record of collection ``name`` (see :meth:`Store.record`), ``None`` when it has none."""
+        ...
+
+    def advertise(self, fields: dict[str, Any]) -> None:
+        """Tell other processes that find the store held by this one ``fields`` (where it serves)."""
+        ...
+
+    def write_record(self, name: str, record: dict[str, Any]) -> None:
+        """Replace docvec's record of collection ``name``, durably."""
         ...
 
     def upsert(self, name: str, points: Sequence[Point]) -> None:
@@ -295,10 +340,23 @@ class Store(Closing):
         if self._closed:
             raise StoreError(f"the store at {self.where} is closed")
 
+    def _target(self, name: str) -> str:
+        """The collection an operation on ``name`` reaches: the live version when ``name`` is an alias and
+        the backend does not resolve aliases itself, else ``name``."""
+        if self.backend.resolves_aliases:
+            return name
+        return self.backend.aliases().get(name, name)
+
     def _dim(self, name: str) -> int:
         """The dim of an existing collection (asked of the backend once), or CollectionNotFoundError."""
+        return self._open(name)[1]
+
+    def _open(self, name: str) -> tuple[str, int]:
+        """The collection an operation on ``name`` reaches, and its dim; CollectionNotFoundError when
+        there is none."""
         _check_collection_name(name)
         self._check_open()
+        name = self._target(name)
         dim = self._dims.get(name)
         if dim is None:
             dim = self.backend.collection_dim(name)
@@ -306,30 +364,107 @@ class Store(Closing):
                 raise CollectionNotFoundError(f"collection {name!r} does not exist at {self.where}")
             with self._lock:
                 self._dims[name] = dim
-        return dim
+        return name, dim
 
-    def ensure_collection(self, name: str, dim: int) -> None:
-        """Create the collection if missing (cosine vector ``"page"`` of ``dim``, keyword indexes on
-        doc_id, source and tags); raise :class:`StoreError` if it exists with another dim."""
-        _check_collection_name(name)
-        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 65536:
-            raise StoreError(f"vector dim must be an integer from 1 to 65536, got {dim!r}")
-        self._check_open()
-        existing = self.backend.collection_dim(name)
-        if existing is None:
-            self.backend.create_collection(name, dim)
-        elif existing != dim:
+    def ensure_collection(self, name: str, dim: int, record: dict[str, Any] | None = None) -> str:
+        """The live version of collection ``name``, created as its first version (``NAME.v1``: cosine
+        vector ``"page"`` of ``dim``, keyword indexes on ``LAYOUT.indexed_fields``, ``record`` as its
+        record) when there is none; :class:`StoreError` if it exists with another dim."""
+        live = self.live(name)
+        if live is None:
+            live = self.create_version(name, dim, record)
+            self.switch(name, live)
+            return live
+        existing = self._dim(live)
+        if existing != dim:
             raise StoreError(
                 f"collection {name!r} exists at {self.where} with {existing}-d vectors, not {dim}-d: "
-                "use another collection name, or delete it to rebuild it"
+                "use another collection name, or `docvec reindex` it"
             )
-        with self._lock:
-            self._dims[name] = dim
+        return live
 
     def collections(self) -> list[str]:
-        """Names of the existing collections, sorted."""
+        """Names of the existing collections, sorted (their versions: :meth:`versions`)."""
         self._check_open()
-        return sorted(self.backend.collections())
+        names = set(self.backend.aliases())
+        for c in self.backend.collections():
+            m = VERSION_RE.fullmatch(c)
+            names.add(m["name"] if m else c)
+        return sorted(names)
+
+    # -- versions ----------------------------------------------------------------------------------
+
+    def live(self, name: str) -> str | None:
+        """The version a search of collection ``name`` reads: the one its alias points at, ``name`` itself
+        for a collection made before versions, ``None`` when there is none."""
+        _check_collection_name(name)
+        self._check_open()
+        target = self.backend.aliases().get(name)
+        if target is not None:
+            return target
+        return name if name in self.backend.collections() else None
+
+    def versions(self, name: str) -> list[str]:
+        """Every version of collection ``name``, oldest first (live or not, complete or not)."""
+        _check_collection_name(name)
+        self._check_open()
+        found = []
+        for c in self.backend.collections():
+            m = VERSION_RE.fullmatch(c)
+            if c == name:
+                found.append((0, c))
+            elif m is not None and m["name"] == name:
+                found.append((int(m["number"]), c))
+        return [c for _, c in sorted(found)]
+
+    def create_version(self, name: str, dim: int, record: dict[str, Any] | None = None) -> str:
+        """Create the next version of collection ``name`` (not live: see :meth:`switch`) and return it."""
+        _check_collection_name(name)
+        if VERSION_RE.fullmatch(name):
+            raise StoreError(f"{name!r} is a version's name: give the collection's name")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 65536:
+            raise StoreError(f"vector dim must be an integer from 1 to 65536, got {dim!r}")
+        numbers = [0] + [int(m["number"]) for v in self.versions(name) if (m := VERSION_RE.fullmatch(v))]
+        version = _check_collection_name(f"{name}.v{max(numbers) + 1}")
+        self.backend.create_collection(version, dim)
+        if record is not None:
+            self.backend.write_record(version, record)
+        with self._lock:
+            self._dims[version] = dim
+        return version
+
+    def switch(self, name: str, version: str) -> None:
+        """Make ``version`` the live version of collection ``name``, atomically."""
+        if version not in self.versions(name):
+            raise StoreError(f"{version!r} is not a version of collection {name!r} at {self.where}")
+        self.backend.set_alias(name, version)
+        with self._lock:
+            self._dims.pop(name, None)
+
+    def drop(self, version: str) -> None:
+        """Delete a version that is not live (``NAME.vN``, or a collection made before versions)."""
+        _check_collection_name(version)
+        self._check_open()
+        if version not in self.backend.collections():
+            raise CollectionNotFoundError(f"there is no version {version!r} at {self.where}")
+        m = VERSION_RE.fullmatch(version)
+        name = m["name"] if m else version
+        if self.live(name) == version:
+            raise StoreError(f"version {version!r} is live (collection {name!r}): it cannot be dropped")
+        self.backend.drop_collection(version)
+        with self._lock:
+            self._dims.pop(version, None)
+
+    def record(self, version: str) -> dict[str, Any] | None:
+        """docvec's record of a version (what made its vectors, whether it is complete), or ``None``."""
+        _check_collection_name(version)
+        self._check_open()
+        return self.backend.read_record(self._target(version))
+
+    def set_record(self, version: str, record: dict[str, Any]) -> None:
+        """Replace docvec's record of a version."""
+        self._dim(version)
+        self.backend.write_record(self._target(version), record)
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -340,7 +475,7 @@ class Store(Closing):
         half of itself.
         """
         points = list(points)
-        dim = self._dim(name)
+        target, dim = self._open(name)
         for p in points:
             if p.vector.shape[0] != dim:
                 raise StoreError(
@@ -348,31 +483,29 @@ class Store(Closing):
                     f"the collection holds {dim}-d vectors"
                 )
         for start in range(0, len(points), self.batch_size):
-            self.backend.upsert(name, points[start : start + self.batch_size])
+            self.backend.upsert(target, points[start : start + self.batch_size])
 
     def delete(self, name: str, ids: Sequence[str]) -> None:
         """Delete points by id; ids that do not exist are ignored."""
         if isinstance(ids, str):
             raise StoreError("ids must be a sequence of id strings, not one string")
         canonical = [_canonical_id(i) for i in ids]
-        self._dim(name)
+        target = self._open(name)[0]
         for start in range(0, len(canonical), DELETE_BATCH):
-            self.backend.delete(name, canonical[start : start + DELETE_BATCH])
+            self.backend.delete(target, canonical[start : start + DELETE_BATCH])
 
     def delete_where(self, name: str, flt: Filter) -> None:
         """Delete every point matching ``flt``; an empty filter is refused (it would delete everything)."""
         if flt.is_empty:
             raise StoreError(f"collection {name!r}: delete_where needs a filter with at least one condition")
-        self._dim(name)
-        self.backend.delete_where(name, flt)
+        self.backend.delete_where(self._open(name)[0], flt)
 
     def set_payload(self, name: str, flt: Filter, payload: dict[str, Any]) -> None:
         """Set the fields of ``payload`` on every point matching ``flt``, keeping their other fields and
         their vectors; an empty filter is refused."""
         if flt.is_empty:
             raise StoreError(f"collection {name!r}: set_payload needs a filter with at least one condition")
-        self._dim(name)
-        self.backend.set_payload(name, flt, payload)
+        self.backend.set_payload(self._open(name)[0], flt, payload)
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -393,10 +526,10 @@ class Store(Closing):
         whole :class:`Point` objects when ``with_vectors`` (vectors come back unit-length: cosine
         collections store them normalised)."""
         _check_positive("batch", batch)
-        self._dim(name)  # a missing collection fails at the call, not at the first next()
+        target = self._open(name)[0]  # a missing collection fails at the call, not at the first next()
         if with_vectors:
-            return self._points(name, flt, batch)
-        return ((r.id, r.payload) for r in self._records(name, flt, batch, with_vectors=False))
+            return self._points(target, flt, batch)
+        return ((r.id, r.payload) for r in self._records(target, flt, batch, with_vectors=False))
 
     def _records(self, name: str, flt: Filter | None, batch: int, *, with_vectors: bool) -> Iterator[Record]:
         offset: Any = None
@@ -416,8 +549,7 @@ class Store(Closing):
 
     def count(self, name: str, flt: Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points when ``None``)."""
-        self._dim(name)
-        return self.backend.count(name, flt)
+        return self.backend.count(self._open(name)[0], flt)
 
     def facet(self, name: str, field: str) -> dict[str, int]:
         """Every value of the indexed payload ``field`` (one of ``LAYOUT.indexed_fields``) and how many points
@@ -428,29 +560,35 @@ class Store(Closing):
                 f"collection {name!r}: cannot count values of {field!r}, only of {', '.join(indexed)}"
             )
         # no more distinct values than points: asking for that many returns them all
-        total = self.count(name)
-        return self.backend.facet(name, field, max(total, 1))
+        target = self._open(name)[0]
+        total = self.backend.count(target, None)
+        return self.backend.facet(target, field, max(total, 1))
 
     def search(
         self, name: str, vector: npt.ArrayLike, k: int, flt: Filter | None = None
     ) -> list[ScoredPoint]:
         """The ``k`` points most similar to ``vector`` (cosine), best first, among those matching ``flt``."""
         _check_positive(f"collection {name!r}: k", k)
-        dim = self._dim(name)
+        target, dim = self._open(name)
         vec = np.asarray(vector, dtype=np.float32)
         if vec.ndim != 1 or vec.shape[0] != dim:
             raise StoreError(f"collection {name!r}: query vector has shape {vec.shape}, expected ({dim},)")
         if not np.isfinite(vec).all():
             raise StoreError(f"collection {name!r}: query vector has NaN or infinite values")
-        return self.backend.search(name, vec, k, flt)
+        return self.backend.search(target, vec, k, flt)
 
     # -- maintenance and lifetime ------------------------------------------------------------------
 
     def optimize(self, name: str) -> bool:
         """Bring the collection's search structures up to date with recent writes; blocks until done and
         says whether anything changed (a server does this by itself in the background: no-op there)."""
-        self._dim(name)
-        return self.backend.optimize(name)
+        return self.backend.optimize(self._open(name)[0])
+
+    def advertise(self, **fields: Any) -> None:
+        """Tell other processes that find the embedded store held by this one ``fields`` (a server: the
+        URL it answers at); nothing with a Qdrant server, which every process uses directly."""
+        self._check_open()
+        self.backend.advertise(fields)
 
     def flush(self) -> None:
         """Make every acknowledged write durable on disk (a no-op where the server does it)."""

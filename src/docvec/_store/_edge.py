@@ -4,7 +4,9 @@ Layout of a store folder::
 
     <path>/.lock              flock held while a process has the store open
     <path>/.owner.json        who holds it: pid, hostname, start time, command line
-    <path>/<collection>/docvec.json   docvec's record of the collection (vector name, dim, distance, datatype)
+    <path>/aliases.json       each collection name and the version it points at (see docvec._store._core)
+    <path>/<collection>/docvec.json   docvec's record of the collection (vector name, dim, distance,
+                                      datatype; and what made its vectors, under "record")
     <path>/<collection>/shard/        one qdrant-edge shard (segments, WAL, edge_config.json)
 
 One process at a time: qdrant-edge locks each shard's write-ahead log, and docvec takes a lock on the
@@ -18,6 +20,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import socket
 import sys
 import threading
@@ -29,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import DocvecError, StoreBusyError, StoreError
-from .._fileio import check_free_space, write_json_atomic
+from .._errors import CollectionNotFoundError, DocvecError, StoreBusyError, StoreError
+from .._fileio import check_free_space, fsync_dir, write_json_atomic
 from ._core import LAYOUT, Backend, Filter, Point, Record, ScoredPoint
 
 try:
@@ -47,6 +50,7 @@ log = logging.getLogger("docvec")
 _LOCK_FILE = ".lock"
 _OWNER_FILE = ".owner.json"
 _META_FILE = "docvec.json"
+_ALIASES_FILE = "aliases.json"
 _SHARD_DIR = "shard"
 # 2: float16 vectors with an int8 copy, no HNSW graph (1: float32, HNSW on optimize: earlier docvec)
 _META_FORMAT = 2
@@ -97,6 +101,8 @@ class EdgeBackend:
         self.path = Path(path).expanduser().absolute()
         self.reserve = reserve
         self.where = str(self.path)
+        self.resolves_aliases = False
+        self._aliases: dict[str, str] | None = None  # read on first use; this process owns the folder
         self._shards: dict[str, qe.EdgeShard] = {}
         self._formats: dict[str, int] = {}  # each open collection's docvec.json format
         self._dims: dict[str, int] = {}
@@ -140,12 +146,13 @@ class EdgeBackend:
             raise StoreError(f"cannot lock {self.path / _LOCK_FILE}: {exc}") from exc
         return fd
 
-    def _write_owner(self) -> None:
+    def _write_owner(self, extra: dict[str, Any] | None = None) -> None:
         owner = {
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
             "started": datetime.now(UTC).isoformat(timespec="seconds"),
             "cmdline": shlex.join(sys.orig_argv),
+            **(extra or {}),
         }
         try:
             write_json_atomic(self.path / _OWNER_FILE, owner, durable=True)
@@ -157,6 +164,12 @@ class EdgeBackend:
                 self.path / _OWNER_FILE,
                 exc.strerror or exc,
             )
+
+    def advertise(self, fields: dict[str, Any]) -> None:
+        """Add ``fields`` to the owner record (a server says where it listens, so that other docvec
+        processes send it their work instead of failing on the lock)."""
+        self._own()
+        self._write_owner(fields)
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -313,6 +326,76 @@ class EdgeBackend:
     def collections(self) -> list[str]:
         """Names of the collections with a record in this folder (none when there is no folder)."""
         return [p.parent.name for p in self.path.glob(f"*/{_META_FILE}")] if self.path.is_dir() else []
+
+    def drop_collection(self, name: str) -> None:
+        """Close the shard, remove its record (from then on the collection does not exist, even if a crash
+        stops what follows), then its files."""
+        with self._lock:
+            shard = self._shards.pop(name, None)
+            if shard is not None:
+                with self._translate(name, "closing the shard"):
+                    shard.close()
+            self._formats.pop(name, None)
+            self._dims.pop(name, None)
+            folder = self.path / name
+            try:
+                (folder / _META_FILE).unlink(missing_ok=True)
+                fsync_dir(folder)
+                shutil.rmtree(folder, ignore_errors=True)
+            except OSError as exc:
+                raise StoreError(f"collection {name!r}: cannot remove {folder}: {exc}") from exc
+        log.info("dropped collection %r from %s", name, self.path)
+
+    # -- aliases and records -----------------------------------------------------------------------
+
+    def aliases(self) -> dict[str, str]:
+        with self._lock:
+            if self._aliases is None:
+                self._aliases = self._read_aliases()
+            return dict(self._aliases)
+
+    def _read_aliases(self) -> dict[str, str]:
+        path = self.path / _ALIASES_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read the collection pointers {path}: {exc}") from exc
+        aliases = data.get("aliases") if isinstance(data, dict) else None
+        if not isinstance(aliases, dict):
+            raise StoreError(f"{path} is not a valid file of collection pointers")
+        return {str(k): str(v) for k, v in aliases.items()}
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        """Rewrite the pointer file (a new file renamed over the old one, synced): a crash leaves the old
+        pointers or the new ones."""
+        self._own()
+        self._check_space(_SMALL_WRITE, f"switching collection {alias!r}")
+        with self._lock:
+            aliases = self.aliases() | {alias: collection}
+            try:
+                write_json_atomic(self.path / _ALIASES_FILE, {"aliases": aliases}, durable=True)
+            except OSError as exc:
+                raise StoreError(f"cannot write {self.path / _ALIASES_FILE}: {exc}") from exc
+            self._aliases = aliases
+        log.debug("collection %r now reads %r in %s", alias, collection, self.path)
+
+    def read_record(self, name: str) -> dict[str, Any] | None:
+        meta = self._read_meta(name)
+        record = meta.get("record") if meta is not None else None
+        return record if isinstance(record, dict) else None
+
+    def write_record(self, name: str, record: dict[str, Any]) -> None:
+        self._check_space(_SMALL_WRITE, f"recording collection {name!r}")
+        with self._lock:
+            meta = self._read_meta(name)
+            if meta is None:
+                raise CollectionNotFoundError(f"collection {name!r} does not exist at {self.where}")
+            try:
+                write_json_atomic(self.path / name / _META_FILE, meta | {"record": record}, durable=True)
+            except OSError as exc:
+                raise StoreError(f"collection {name!r}: cannot write its record: {exc}") from exc
 
     # -- writes ------------------------------------------------------------------------------------
 

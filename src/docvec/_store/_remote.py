@@ -30,7 +30,14 @@ import numpy.typing as npt
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from .._errors import CollectionNotFoundError, DocvecError, StoreBusyError, StoreError, StoreUnavailableError
+from .._errors import (
+    CollectionNotFoundError,
+    DocvecError,
+    ForeignCollectionError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+)
 from ._core import LAYOUT, Backend, Filter, Point, Record, ScoredPoint
 
 __all__ = ["MEMORY", "RemoteBackend"]
@@ -40,6 +47,8 @@ log = logging.getLogger("docvec")
 T = TypeVar("T")
 
 MEMORY = ":memory:"
+# docvec's record of a collection, in the collection's metadata (which a server merges key by key)
+_RECORD_KEY = "docvec"
 
 # HTTP statuses worth another try: the server or a proxy in front of it is overloaded or restarting.
 _TRANSIENT_HTTP = frozenset({408, 429, 500, 502, 503, 504})
@@ -124,6 +133,7 @@ class RemoteBackend:
         self.url = url
         self.path = None if path is None or str(path) == MEMORY else Path(path)
         self.where = url if url is not None else (f"local:{self.path}" if self.path else f"local:{MEMORY}")
+        self.resolves_aliases = True  # every points and collection call takes an alias
         self._local = url == MEMORY or path is not None
         self._retries = retries
         self._backoff = backoff
@@ -207,12 +217,12 @@ class RemoteBackend:
         vectors = info.config.params.vectors
         params = vectors.get(LAYOUT.vector) if isinstance(vectors, dict) else None
         if params is None:
-            raise StoreError(
+            raise ForeignCollectionError(
                 f"collection {name!r} at {self.where} was not made by docvec: "
                 f"it has no {LAYOUT.vector!r} vector"
             )
         if params.distance != models.Distance.COSINE:
-            raise StoreError(
+            raise ForeignCollectionError(
                 f"collection {name!r} at {self.where} uses {params.distance} distance, docvec needs cosine"
             )
         missing = [f for f in LAYOUT.indexed_fields if f not in (info.payload_schema or {})]
@@ -268,6 +278,53 @@ class RemoteBackend:
     def collections(self) -> list[str]:
         response = self._call("listing collections", None, self._client.get_collections)
         return [c.name for c in response.collections]
+
+    def drop_collection(self, name: str) -> None:
+        self._call("dropping the collection", name, partial(self._client.delete_collection, name))
+        log.info("dropped collection %r at %s", name, self.where)
+
+    def advertise(self, fields: dict[str, Any]) -> None:
+        """Nothing to do: a Qdrant server takes every process's work itself."""
+
+    # -- aliases and records -----------------------------------------------------------------------
+
+    def aliases(self) -> dict[str, str]:
+        response = self._call("listing aliases", None, self._client.get_aliases)
+        return {a.alias_name: a.collection_name for a in response.aliases}
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        """Switch in one request (Qdrant applies a list of alias operations atomically). A collection made
+        before versions holds the alias's name, which an alias cannot share: it is dropped first, and
+        searches in the instant between find nothing (docvec's API retries them)."""
+        if alias in self.collections():
+            log.warning(
+                "collection %r at %s predates versions: dropping it so that its name can point at %r "
+                "(Qdrant has no rename, and an alias cannot share a collection's name)",
+                *(alias, self.where, collection),
+            )
+            self.drop_collection(alias)
+        operations: list[models.AliasOperations] = []
+        if alias in self.aliases():
+            operations.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
+        create = models.CreateAlias(collection_name=collection, alias_name=alias)
+        operations.append(models.CreateAliasOperation(create_alias=create))
+        self._call("switching the alias", alias, partial(self._client.update_collection_aliases, operations))
+        log.debug("collection %r now reads %r at %s", alias, collection, self.where)
+
+    def read_record(self, name: str) -> dict[str, Any] | None:
+        try:
+            info = self._call("reading the collection", name, lambda: self._client.get_collection(name))
+        except CollectionNotFoundError:
+            return None
+        record = (info.config.metadata or {}).get(_RECORD_KEY)
+        return record if isinstance(record, dict) else None
+
+    def write_record(self, name: str, record: dict[str, Any]) -> None:
+        self._call(
+            "recording the collection",
+            name,
+            lambda: self._client.update_collection(name, metadata={_RECORD_KEY: record}),
+        )
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -327,7 +384,12 @@ class RemoteBackend:
         response = self._call(
             "facet", name, lambda: self._client.facet(name, key=field, limit=limit, exact=True)
         )
-        return {str(h.value): int(h.count) for h in response.hits if h.count > 0}
+        found = {str(h.value): int(h.count) for h in response.hits if h.count > 0}
+        if field == "doc_id" and self._local:
+            # local mode reads any value that parses as a UUID as one, and gives it back hyphenated: a doc
+            # id (32 hex digits) comes back as 8-4-4-4-12; a server's keyword index gives it as stored
+            found = {k.replace("-", "") if len(k) == 36 else k: n for k, n in found.items()}
+        return found
 
     def search(
         self, name: str, vector: npt.NDArray[np.float32], k: int, flt: Filter | None

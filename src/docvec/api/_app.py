@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from .._config import Settings
 from .._index import Index
+from ._admin import router as admin_router
 from ._errors import install_error_handlers
 from ._guard import Guard
 from ._jobs import Jobs
@@ -54,6 +55,7 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
         responses={
             400: {"model": ErrorResponse},
             401: {"model": ErrorResponse},
+            403: {"model": ErrorResponse},
             404: {"model": ErrorResponse},
             422: {"model": ErrorResponse},
             503: {"model": ErrorResponse},
@@ -64,5 +66,7 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
     # the server's own folders never reach a client's error message
     app.state.redact = install_error_handlers(app, hide={str(settings.data_dir): "<data folder>"})
     app.add_middleware(Guard, api_key=settings.api_key or None, upload_limit=app.state.upload_limit)
+    app.state.api_key = settings.api_key or None
     app.include_router(router)
+    app.include_router(admin_router)
     return app

@@ -17,6 +17,7 @@ from .._errors import (
     CollectionNotFoundError,
     ConfigError,
     DocvecError,
+    ForbiddenError,
     IngestError,
     InputError,
     NotFoundError,
@@ -32,8 +33,10 @@ __all__ = ["error_response", "install_error_handlers", "status_of"]
 
 log = logging.getLogger("docvec")
 
+
 # Most specific first: the first class an error is an instance of decides its status.
 _STATUS: list[tuple[type[DocvecError], int]] = [
+    (ForbiddenError, 403),
     (NotFoundError, 404),
     (CollectionNotFoundError, 404),
     (TooLargeError, 413),

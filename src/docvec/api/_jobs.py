@@ -1,8 +1,11 @@
-"""Uploads indexed in the background: a job per upload, its progress and result readable at /jobs/{id}.
+"""Work done in the background: uploads, ingest runs and reindexes, a job each, with its progress and
+result readable at /jobs/{id}.
 
-Jobs run one at a time on one thread (the index writes one document at a time anyway) and live in this
-process's memory: a restart forgets them (the documents they indexed stay). The latest :data:`KEPT`
-finished jobs are kept for their clients to read.
+Uploads and ingest runs take turns on one thread (the index writes one document at a time anyway); a
+reindex has a thread of its own, so that the uploads of the hour it may take are not queued behind it
+(they write to the live version, and the reindex brings them over before it switches). Jobs live in this
+process's memory: a restart forgets them (what they indexed stays, and a reindex run again resumes). The
+latest :data:`KEPT` finished jobs are kept for their clients to read.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .._errors import DocvecError, IngestError, NotFoundError
-from .._records import Upload
+from .._records import IngestReport, ReindexReport, Upload
 
-__all__ = ["KEPT", "Job", "Jobs"]
+__all__ = ["KEPT", "Job", "JobKind", "Jobs", "Progress"]
 
 log = logging.getLogger("docvec")
 
@@ -28,16 +31,30 @@ log = logging.getLogger("docvec")
 KEPT = 1000
 
 
+JobKind = Literal["upload", "ingest", "reindex"]
+#: what a job's work returns
+JobResult = Upload | IngestReport | ReindexReport
+#: what a job's work calls as it goes: the progress fields of :class:`Job` that changed
+Progress = Callable[..., None]
+
+
 class Job(BaseModel):
-    """An upload being indexed in the background."""
+    """Work done in the background: an upload, an ingest run or a reindex."""
 
     job_id: str
+    kind: JobKind = "upload"
     status: Literal["queued", "running", "done", "failed"]
-    name: str = Field(description="The uploaded file's name.")
-    page: int = Field(0, description="Pages of the document done so far.")
-    page_count: int = Field(0, description="Pages of the document (0 until it is opened).")
+    name: str = Field(description="The uploaded file's name, or what the job does.")
+    documents_done: int = Field(0, description="Documents finished so far (ingest runs and reindexes).")
+    documents_total: int = Field(0, description="Documents to do (0 until they are known).")
+    current: str | None = Field(None, description="The document being read.")
+    page: int = Field(0, description="Pages of the current document done so far.")
+    page_count: int = Field(0, description="Pages of the current document (0 until it is opened).")
     status_url: str
-    result: Upload | None = Field(None, description="The indexed document, once done.")
+    result: Upload | IngestReport | ReindexReport | None = Field(
+        None,
+        description="What the job came to, once done: the document, the ingest report or the reindex report.",
+    )
     detail: str | None = Field(None, description="Why it failed.")
     errors: list[dict[str, Any]] | None = Field(
         None, description="The failures, page by page, when it failed."
@@ -52,16 +69,19 @@ class Jobs:
         self._redact = redact
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docvec-upload")
+        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docvec-writes")
+        self._reindex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docvec-reindex")
 
-    def submit(self, name: str, work: Callable[[Callable[[int, int], None]], Upload]) -> Job:
-        """Queue ``work(progress)`` (which indexes one upload) and return its job."""
+    def submit(self, name: str, work: Callable[[Progress], JobResult], *, kind: JobKind = "upload") -> Job:
+        """Queue ``work(progress)`` and return its job; ``progress(**fields)`` updates the job's progress
+        fields (``page``, ``page_count``, ``documents_done`` ...)."""
         job_id = uuid.uuid4().hex
-        job = Job(job_id=job_id, status="queued", name=name, status_url=f"/jobs/{job_id}")
+        job = Job(job_id=job_id, kind=kind, status="queued", name=name, status_url=f"/jobs/{job_id}")
         with self._lock:
             self._jobs[job_id] = job
             self._forget_old()
-        self._pool.submit(self._run, job_id, work)
+        pool = self._reindex if kind == "reindex" else self._writes
+        pool.submit(self._run, job_id, work)
         return job
 
     def get(self, job_id: str) -> Job:
@@ -73,22 +93,23 @@ class Jobs:
         return job
 
     def close(self) -> None:
-        """Finish the running job; queued ones are cancelled (their uploads stay on disk, unindexed)."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Finish the running jobs; queued ones are cancelled (their uploads stay on disk, unindexed)."""
+        self._writes.shutdown(wait=True, cancel_futures=True)
+        self._reindex.shutdown(wait=True, cancel_futures=True)
 
     def _update(self, job_id: str, **changes: Any) -> None:
         with self._lock:
             self._jobs[job_id] = self._jobs[job_id].model_copy(update=changes)
 
-    def _run(self, job_id: str, work: Callable[[Callable[[int, int], None]], Upload]) -> None:
+    def _run(self, job_id: str, work: Callable[[Progress], JobResult]) -> None:
         self._update(job_id, status="running")
         try:
-            result = work(lambda page, count: self._update(job_id, page=page, page_count=count))
+            result = work(lambda **fields: self._update(job_id, **fields))
         except DocvecError as e:
             failures = e.failures if isinstance(e, IngestError) else None
             self._update(job_id, status="failed", detail=self._redact(str(e)), errors=failures)
         except Exception:  # a bug: the job says so, the log has the traceback
-            log.exception("upload job %s failed", job_id)
+            log.exception("job %s failed", job_id)
             self._update(job_id, status="failed", detail="internal error")
         else:
             self._update(job_id, status="done", result=result)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 
 from .._records import MAX_K, DocumentList, DocumentSummary, Hit, SearchFilter, Upload
+from ._jobs import Job
 
 __all__ = [
     "API_MODELS",
@@ -15,8 +16,10 @@ __all__ = [
     "DocumentDetail",
     "ErrorResponse",
     "HealthResponse",
+    "IngestRequest",
     "PageInfo",
     "QueryText",
+    "ReindexRequest",
     "SearchHitOut",
     "SearchParams",
     "SearchRequest",
@@ -140,6 +143,30 @@ class HealthResponse(BaseModel):
     detail: str | None = None
 
 
+class IngestRequest(BaseModel):
+    """``POST /ingest``'s body: what `docvec ingest` does, on files the server can read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[str] = Field(
+        max_length=10_000, description="Files, folders and glob patterns, as absolute paths on the server."
+    )
+    tags: list[str] = Field(default_factory=list, description="key=value metadata for every page.")
+    recursive: bool = True
+    prune: bool = Field(False, description="Also drop the documents whose files are gone.")
+
+
+class ReindexRequest(BaseModel):
+    """``POST /reindex``'s body: what `docvec reindex` takes (unset: the collection's own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, description="A model folder, GGUF pair or registry name, on the server.")
+    dim: int | None = Field(None, ge=1, description="Vector size.")
+    max_pixels: int | None = Field(None, ge=1, description="Page budget in pixels.")
+    drop_old: bool = Field(False, description="Remove the old version once the new one is live.")
+
+
 class ErrorResponse(BaseModel):
     """The body of every error response."""
 
@@ -159,4 +186,7 @@ API_MODELS: list[type[BaseModel]] = [
     Upload,
     HealthResponse,
     ErrorResponse,
+    IngestRequest,
+    ReindexRequest,
+    Job,
 ]

@@ -6,7 +6,6 @@ the embedder its own calls, searches run side by side.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from importlib import resources
 from typing import Annotated, Any
@@ -20,7 +19,7 @@ from .._index import Index
 from .._records import DOC_ID_PATTERN, DocumentList, DocumentSummary, SearchFilter, Upload, parse_tags
 from .._sources import SourceDocument
 from . import _models as models
-from ._jobs import Job, Jobs
+from ._jobs import Job, Jobs, Progress
 
 __all__ = ["router"]
 
@@ -159,13 +158,11 @@ def upload_document(
 
 
 def _index_upload(
-    index: Index,
-    document: SourceDocument,
-    name: str,
-    tags: tuple[str, ...],
-    progress: Callable[[int, int], None],
+    index: Index, document: SourceDocument, name: str, tags: tuple[str, ...], progress: Progress
 ) -> Upload:
-    return index.add_upload(document, name=name, tags=tags, progress=progress)
+    return index.add_upload(
+        document, name=name, tags=tags, progress=lambda page, count: progress(page=page, page_count=count)
+    )
 
 
 @router.get("/jobs/{job_id}", response_model=Job)

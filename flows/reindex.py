@@ -1,0 +1,67 @@
+"""Prefect flow for batch reindexing: `docvec reindex` as a flow, a thin call of docvec's library.
+
+    python flows/reindex.py --dim 512 [--model M] [--max-pixels N] [--drop-old]
+
+or deploy it with prefect.yaml (`docvec-reindex/manual`) and run it on demand:
+
+    prefect deployment run docvec-reindex/manual --param dim=512
+
+It builds a new version of the collection (DOCVEC_COLLECTION) from what the index holds and switches to
+it once complete; searches read the old version meanwhile. A run that fails or is cancelled leaves the
+old version live, and the next run with the same parameters goes on where it stopped. While `docvec
+serve` holds the embedded store, the server does the work (and swaps to the new version without a
+restart). The run ends Failed when pages could not be carried over (its result is the report all the
+same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+from prefect.states import Completed, Failed, State
+
+from docvec import Settings, connect
+
+# the flows' own helper module, however this file is loaded (a script, a worker, a test)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _limits import hold_slots
+
+
+@flow(name="docvec-reindex")
+def reindex_flow(
+    model: str | None = None,
+    dim: int | None = None,
+    max_pixels: int | None = None,
+    drop_old: bool = False,
+) -> State:
+    """Rebuild the collection with another model, vector size or page budget (unset: the collection's
+    own), as `docvec reindex` does; Failed when pages were lost."""
+    logger = get_run_logger()
+    # the writes of a reindex wait for the other runs that write (flows/_limits.py)
+    with hold_slots(Settings()), connect(Settings(), notify=logger.info) as index:
+        report = index.reindex(model=model, dim=dim, max_pixels=max_pixels, drop_old=drop_old)
+    logger.info(report.summary())
+    for source in report.vanished:
+        logger.warning(f"gone: {source}")
+    for failure in report.failures:
+        logger.warning(f"failed: {failure}")
+    if report.failures:
+        return Failed(message=f"{len(report.failures)} failures: {report.summary()}", data=report)
+    return Completed(message=report.summary(), data=report)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="docvec reindex flow")
+    ap.add_argument("--model", help="model of the new version (default: the collection's)")
+    ap.add_argument("--dim", type=int, help="vector size of the new version")
+    ap.add_argument("--max-pixels", type=int, help="page budget of the new version")
+    ap.add_argument("--drop-old", action="store_true", help="remove the old version once the new one is live")
+    args = ap.parse_args()
+    state = reindex_flow(
+        model=args.model, dim=args.dim, max_pixels=args.max_pixels, drop_old=args.drop_old, return_state=True
+    )
+    print(state.result(raise_on_failure=False).model_dump_json(indent=2))
+    raise SystemExit(0 if state.is_completed() else 1)

@@ -1,0 +1,135 @@
+"""The commands over a collection's versions: reindex, collections list and drop, gc."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .._records import ReindexReport
+from ._common import CollectionOption, JsonFlag, app, err, errors, open_index, out, settings
+from ._progress import IngestDisplay
+
+__all__: list[str] = []  # commands register themselves on the app
+
+collections_app = typer.Typer(help="The versions behind a collection.", no_args_is_help=True)
+app.add_typer(collections_app, name="collections")
+
+
+@app.command()
+def reindex(
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Model of the new version (default: the collection's)."),
+    ] = None,
+    dim: Annotated[
+        int | None, typer.Option(help="Vector size of the new version (default: the collection's).")
+    ] = None,
+    max_pixels: Annotated[
+        int | None,
+        typer.Option(help="Page budget of the new version, in pixels (default: the collection's)."),
+    ] = None,
+    drop_old: Annotated[
+        bool, typer.Option("--drop-old", help="Remove the old version once the new one is live.")
+    ] = False,
+    collection: CollectionOption = None,
+    progress_every: Annotated[
+        float, typer.Option(help="Seconds between progress lines when not on a terminal (cron, CI).")
+    ] = 30.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Rebuild a collection with another model, vector size or page budget, from what the index holds
+    (stored page images; source files only when pages must be rendered again), and switch to it when it is
+    complete; searches read the old version until then. Run again after an interruption: it goes on where
+    it stopped (--json: the report, schemas/reindex-report.schema.json)."""
+    s = settings(collection=collection)
+    display = IngestDisplay(err, quiet=as_json, every=progress_every)
+    try:
+        with errors(), open_index(s) as index, display:
+            report = index.reindex(
+                model=model, dim=dim, max_pixels=max_pixels, drop_old=drop_old, progress=display
+            )
+    except KeyboardInterrupt:
+        err.print(
+            "interrupted: the collection still reads its old version; run the same command again to go on "
+            "from where this one stopped",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
+    _show(report, as_json)
+    if report.failures:
+        raise typer.Exit(1)
+
+
+def _show(report: ReindexReport, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(report.model_dump_json() + "\n")
+        return
+    out.print(report.summary(), highlight=False, soft_wrap=True)
+    for source in report.vanished:
+        err.print(f"[yellow]gone:[/] {source}", highlight=False, soft_wrap=True)
+    for f in report.failures:
+        err.print(f"[red]failed:[/] {f}", highlight=False, soft_wrap=True)
+
+
+@collections_app.command("list")
+def list_versions(collection: CollectionOption = None, as_json: JsonFlag = False) -> None:
+    """The collection's versions: which is live, their model, vector size, page budget and pages (--json:
+    a list, schemas/versions.schema.json)."""
+    s = settings(collection=collection)
+    with errors(), open_index(s, create=False) as index:
+        versions = index.versions()
+    if as_json:
+        sys.stdout.write(json.dumps([v.model_dump(mode="json") for v in versions]) + "\n")
+        return
+    if not versions:
+        err.print(f"collection {s.collection!r} has no versions yet: `docvec ingest PATH` makes its first")
+        return
+    table = Table("version", "live", "state", "model", "dim", "max_pixels", "pages", "created")
+    for v in versions:
+        table.add_row(
+            v.version,
+            "yes" if v.live else "",
+            v.state,
+            v.model or "?",
+            str(v.dim or "?"),
+            str(v.max_pixels or "?"),
+            str(v.pages),
+            v.created_at.strftime("%Y-%m-%d %H:%M") if v.created_at else "",
+        )
+    out.print(table)
+
+
+@collections_app.command("drop")
+def drop_version(
+    version: Annotated[str, typer.Argument(help="A version that is not live, e.g. docvec.v1.")],
+    collection: CollectionOption = None,
+) -> None:
+    """Delete a version of the collection that is not live, and the page images no version uses any more."""
+    s = settings(collection=collection)
+    with errors(), open_index(s, create=False) as index:
+        freed = index.drop_version(version)
+    out.print(
+        f"dropped {version}; page store: {freed.files_removed} files removed ({freed.bytes_freed} bytes)",
+        highlight=False,
+    )
+
+
+@app.command()
+def gc(collection: CollectionOption = None, as_json: JsonFlag = False) -> None:
+    """Remove the page images that no version of any collection shows (--json: the counts)."""
+    s = settings(collection=collection)
+    with errors(), open_index(s, create=False) as index:
+        report = index.gc()
+    if as_json:
+        sys.stdout.write(report.model_dump_json() + "\n")
+        return
+    out.print(
+        f"page store: {report.files_removed} files removed ({report.bytes_freed} bytes), "
+        f"{report.files_kept} kept",
+        highlight=False,
+    )

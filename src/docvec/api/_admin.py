@@ -1,0 +1,146 @@
+"""The operator's endpoints: index files the server can read, reindex, list and drop versions, collect the
+page store, delete by path. They name the server's own files, so without an API key
+(``DOCVEC_API_KEY``) they answer only clients on this machine (which is how `docvec` commands send their
+work to a running server); with one, the key is required, as for every endpoint.
+
+Long work (an ingest run, a reindex) is a job: 202 with its ``status_url``, where its progress and its
+report are read.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import partial
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse
+
+from .._errors import ForbiddenError, NotFoundError
+from .._index import Index
+from .._ingest import IngestProgress
+from .._records import GcReport, IngestReport, ReindexReport, VersionInfo
+from . import _models as models
+from ._jobs import Job, Jobs, Progress
+
+__all__ = ["router"]
+
+
+def _operator(request: Request) -> None:
+    """Let the request through if the server has an API key (the guard checked it) or comes from this
+    machine."""
+    if request.app.state.api_key:
+        return
+    host = request.client.host if request.client else ""
+    try:
+        local = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        local = False
+    if not local:
+        raise ForbiddenError(
+            "this endpoint acts on the server's files: without an API key (DOCVEC_API_KEY) the server "
+            "takes it from its own machine only"
+        )
+
+
+router = APIRouter(dependencies=[Depends(_operator)])
+
+
+def _index(request: Request) -> Index:
+    index: Index = request.app.state.index
+    return index
+
+
+def _job(request: Request, job: Job) -> JSONResponse:
+    return JSONResponse(job.model_dump(mode="json"), status_code=202, headers={"Location": job.status_url})
+
+
+def _progress(progress: Progress, p: IngestProgress) -> None:
+    progress(
+        documents_done=p.documents_done,
+        documents_total=p.documents_total,
+        current=p.current,
+        page=p.page,
+        page_count=p.page_count,
+    )
+
+
+def _ingest(index: Index, body: models.IngestRequest, progress: Progress) -> IngestReport:
+    return index.add(
+        body.paths,
+        tags=body.tags,
+        recursive=body.recursive,
+        prune=body.prune,
+        progress=partial(_progress, progress),
+    )
+
+
+def _reindex(index: Index, body: models.ReindexRequest, progress: Progress) -> ReindexReport:
+    return index.reindex(
+        model=body.model,
+        dim=body.dim,
+        max_pixels=body.max_pixels,
+        drop_old=body.drop_old,
+        progress=partial(_progress, progress),
+    )
+
+
+@router.post("/ingest", status_code=202, response_model=Job)
+def ingest(request: Request, body: models.IngestRequest) -> JSONResponse:
+    """Index files, folders and globs the server can read, as `docvec ingest` does: a job whose result is
+    the ingest report."""
+    jobs: Jobs = request.app.state.jobs
+    what = ", ".join(body.paths[:3]) + (", ..." if len(body.paths) > 3 else "") or "prune"
+    return _job(
+        request, jobs.submit(f"ingest {what}", partial(_ingest, _index(request), body), kind="ingest")
+    )
+
+
+@router.post("/reindex", status_code=202, response_model=Job)
+def reindex(request: Request, body: models.ReindexRequest) -> JSONResponse:
+    """Build a new version of the collection and switch to it once complete (searches read the old one
+    meanwhile): a job whose result is the reindex report."""
+    jobs: Jobs = request.app.state.jobs
+    job = jobs.submit(
+        f"reindex {_index(request).collection}", partial(_reindex, _index(request), body), kind="reindex"
+    )
+    return _job(request, job)
+
+
+@router.get("/collections", response_model=list[VersionInfo])
+def versions(request: Request) -> list[VersionInfo]:
+    """The served collection's versions, oldest first, and which one is live."""
+    return _index(request).versions()
+
+
+@router.delete("/collections/{version}", response_model=GcReport)
+def drop_version(
+    request: Request, version: Annotated[str, PathParam(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
+) -> GcReport:
+    """Delete a version that is not live, and the page images no version uses any more."""
+    return _index(request).drop_version(version)
+
+
+@router.post("/gc", response_model=GcReport)
+def gc(request: Request) -> GcReport:
+    """Remove the page images no version of any collection shows."""
+    return _index(request).gc()
+
+
+@router.delete("/documents", response_model=models.DeleteResponse)
+def delete_target(
+    request: Request,
+    target: Annotated[
+        str,
+        Query(
+            min_length=1, max_length=4096, description="A document id, an id prefix, or a path on the server."
+        ),
+    ],
+) -> Any:
+    """Remove a document by id, by the start of its id, or every document read from a path (as `docvec
+    delete` does)."""
+    removed = _index(request).delete(target)
+    if not removed:
+        raise NotFoundError(f"nothing indexed under {target}")
+    return models.DeleteResponse(doc_id=target, pages_removed=removed)
