@@ -35,6 +35,8 @@ def reindex_flow(
     model: str | None = None,
     dim: int | None = None,
     max_pixels: int | None = None,
+    multivector: bool | None = None,
+    token_pool: int | None = None,
     drop_old: bool = False,
 ) -> State:
     """Rebuild the collection with another model, vector size or page budget (unset: the collection's
@@ -42,7 +44,14 @@ def reindex_flow(
     logger = get_run_logger()
     # the writes of a reindex wait for the other runs that write (flows/_limits.py)
     with hold_slots(Settings()), connect(Settings(), notify=logger.info) as index:
-        report = index.reindex(model=model, dim=dim, max_pixels=max_pixels, drop_old=drop_old)
+        report = index.reindex(
+            model=model,
+            dim=dim,
+            max_pixels=max_pixels,
+            multivector=multivector,
+            token_pool=token_pool,
+            drop_old=drop_old,
+        )
     logger.info(report.summary())
     for source in report.vanished:
         logger.warning(f"gone: {source}")

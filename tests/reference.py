@@ -1,4 +1,5 @@
-"""The PyTorch reference for jina-embeddings-v4 single-vector embeddings: the oracle for parity tests.
+"""The PyTorch reference for jina-embeddings-v4 single- and multi-vector embeddings: the oracle for parity
+tests.
 
 :class:`ReferenceEmbedder` runs a Hugging Face Qwen2.5-VL checkpoint folder with transformers and pools
 its last hidden states the way jina-embeddings-v4 does. It deliberately shares no code with docvec's own
@@ -12,7 +13,11 @@ prompt building, image preprocessing or pooling, so that comparing the two tests
   match pixel for pixel;
 - positions: M-RoPE positions from the model's own ``get_rope_index``;
 - pooling: texts average all tokens, images the ``<|vision_start|>`` .. ``<|vision_end|>`` span (both
-  included); then L2 normalisation, optionally after Matryoshka truncation.
+  included); then L2 normalisation, optionally after Matryoshka truncation;
+- multi-vector: jina-embeddings-v4's ``multi_vector_projector`` (read with safetensors straight from the
+  checkpoint's weight files, not from docvec's head GGUF) applied in float64 to the last hidden state of
+  every token of the input, prompt and template tokens included (jina-v4 keeps every position its attention
+  mask covers), then L2-normalised per token; scored by MaxSim (:func:`maxsim`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from PIL import Image
 from docvec import ConfigError, InputError, ModelError, ModelNotFoundError
 from docvec._profiles import JINA_V4
 
-__all__ = ["IMAGE_PROMPT", "PASSAGE_PROMPT", "QUERY_PROMPT", "ReferenceEmbedder"]
+__all__ = ["IMAGE_PROMPT", "PASSAGE_PROMPT", "QUERY_PROMPT", "ReferenceEmbedder", "maxsim", "maxsim_scores"]
 
 logger = logging.getLogger("docvec")
 
@@ -39,6 +44,7 @@ QUERY_PROMPT = "Query: {text}"
 PASSAGE_PROMPT = "Passage: {text}"
 IMAGE_PROMPT = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe the image.<|im_end|>\n"
 _IMAGE_PAD = "<|image_pad|>"
+_HEAD_KEYS = ("multi_vector_projector.weight", "multi_vector_projector.bias")
 
 
 class ReferenceEmbedder:
@@ -104,6 +110,8 @@ class ReferenceEmbedder:
         self._image_token_id = int(config.image_token_id)
         self._vision_start_id = int(config.vision_start_token_id)
         self._vision_end_id = int(config.vision_end_token_id)
+        # jina-embeddings-v4's head, which Qwen2_5_VLForConditionalGeneration does not load
+        self.head: tuple[torch.Tensor, torch.Tensor] | None = _read_head(hf_dir)
         logger.debug("reference model %s loaded in %.1f s", hf_dir, time.perf_counter() - started)
 
     # ------------------------------------------------------------------------------------------ text
@@ -214,6 +222,29 @@ class ReferenceEmbedder:
             pooled[i] = self.token_states_text(template.format(text=text)).mean(axis=0)
         return self._normalise(pooled, dim)
 
+    # ------------------------------------------------------------------------------------------ multi-vector
+
+    def project(self, states: np.ndarray) -> np.ndarray:
+        """The head on last hidden states (n_tokens, hidden): (n_tokens, 128) float32 rows of unit norm,
+        computed in float64 (``F.linear``, then ``F.normalize`` as jina-embeddings-v4 does)."""
+        if self.head is None:
+            raise ModelError("the checkpoint has no multi_vector_projector")
+        weight, bias = self.head
+        out = torch.nn.functional.linear(torch.from_numpy(np.asarray(states)).to(torch.float64), weight, bias)
+        return torch.nn.functional.normalize(out, dim=-1).to(torch.float32).numpy()
+
+    def multi_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token vectors of queries (``Query: {text}``), every token of the prompt and the text."""
+        return [self.project(self.token_states_text(QUERY_PROMPT.format(text=t))) for t in texts]
+
+    def multi_passages(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token vectors of passages (``Passage: {text}``), every token of the prompt and the text."""
+        return [self.project(self.token_states_text(PASSAGE_PROMPT.format(text=t))) for t in texts]
+
+    def multi_images(self, images: Sequence[Image.Image]) -> list[np.ndarray]:
+        """Token vectors of images: every token of the image prompt, template and image tokens."""
+        return [self.project(self.token_states_image(img)[0]) for img in images]
+
     def _check_dim(self, dim: int | None) -> None:
         if dim is not None and not 0 < dim <= self.hidden_size:
             raise ConfigError(f"dim must be between 1 and {self.hidden_size}, got {dim}")
@@ -224,6 +255,42 @@ class ReferenceEmbedder:
             pooled = pooled[:, :dim]
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return np.ascontiguousarray(pooled / np.maximum(norms, np.finfo(np.float32).tiny), dtype=np.float32)
+
+
+def maxsim(query: np.ndarray, doc: np.ndarray) -> float:
+    """Late-interaction score: for each query token its best dot product with any document token, summed."""
+    q = torch.from_numpy(np.asarray(query, np.float64))
+    d = torch.from_numpy(np.asarray(doc, np.float64))
+    return float((q @ d.T).max(dim=1).values.sum())
+
+
+def maxsim_scores(queries: Sequence[np.ndarray], docs: Sequence[np.ndarray]) -> np.ndarray:
+    """:func:`maxsim` of every query against every document: (n_queries, n_docs) float64."""
+    return np.array([[maxsim(q, d) for d in docs] for q in queries], dtype=np.float64)
+
+
+def _read_head(hf_dir: Path) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The checkpoint's multi_vector_projector (weight, bias) in float64, found through the weight index
+    when there is one, else in model.safetensors; None when it has none."""
+    from safetensors import safe_open
+
+    index = hf_dir / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        files = {key: hf_dir / weight_map[key] for key in _HEAD_KEYS if key in weight_map}
+    else:
+        single = hf_dir / "model.safetensors"
+        with safe_open(str(single), "pt") as f:
+            files = {key: single for key in _HEAD_KEYS if key in f.keys()}  # noqa: SIM118 (not a dict)
+    if not files:
+        return None
+    if len(files) != 2:
+        raise ModelError(f"{hf_dir} has only {', '.join(files)} of the multi_vector_projector")
+    tensors = []
+    for key in _HEAD_KEYS:
+        with safe_open(str(files[key]), "pt") as f:
+            tensors.append(f.get_tensor(key).to(torch.float64))
+    return tensors[0], tensors[1]
 
 
 def _to_numpy(states: torch.Tensor) -> np.ndarray:

@@ -111,8 +111,14 @@ def test_convert_with_quantization_makes_complete_model_folders(tiny_dir: Path, 
         ],
     )
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in tmp_path.glob("*.gguf")) == ["m-F16.gguf", "mmproj-m-F16.gguf"]
-    assert sorted(p.name for p in (tmp_path / "Q8_0").glob("*.gguf")) == ["m-Q8_0.gguf", "mmproj-m-F16.gguf"]
+    # each folder a complete model: the language model, the vision encoder and the multi-vector head
+    head = "multivector-head.gguf"
+    assert sorted(p.name for p in tmp_path.glob("*.gguf")) == ["m-F16.gguf", "mmproj-m-F16.gguf", head]
+    assert sorted(p.name for p in (tmp_path / "Q8_0").glob("*.gguf")) == [
+        "m-Q8_0.gguf",
+        "mmproj-m-F16.gguf",
+        head,
+    ]
     with Embedder.open(tmp_path / "Q8_0") as emb:
         assert emb.embed_queries(["ok"]).shape == (1, 64)
 
@@ -141,7 +147,7 @@ def test_pulled_registry_model_is_used_by_name(tiny_files: ModelFiles, tmp_path:
         },
     )
     env = {"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
-    pulled = _docvec("models", "pull", "jina-v4", env=env)
+    pulled = _docvec("models", "pull", "jina-v4", "--no-head", env=env)  # the GGUFs only, offline
     assert pulled.returncode == 0, pulled.stderr
     assert m.lm_files[m.default_quant] in pulled.stdout.replace("\n", "")
     listed = _docvec("models", "list", env=env)

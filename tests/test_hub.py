@@ -2,22 +2,34 @@
 
 Every test runs with offline mode on (HF_HUB_OFFLINE and huggingface_hub's constant, which it reads at
 import) and with sockets disabled, so a test that would reach the Hub fails at once instead of hanging.
+The multi-vector head tests instead start a fake Hub on 127.0.0.1 (HF_ENDPOINT pointed at it, sockets
+allowed to loopback only) that answers huggingface_hub's HEAD and GET requests, Range requests included,
+so the real download and range-read code runs against real safetensors files and counts what it sends.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 import socket
-from collections.abc import Callable
+import struct
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx2
+import numpy as np
 import pytest
 from huggingface_hub import constants as hf_constants
+from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -28,6 +40,7 @@ from huggingface_hub.errors import (
 
 from docvec import DocvecError, ModelNotFoundError, ToolError
 from docvec import _hub as hub
+from docvec._mvhead import read_head
 
 MODEL = hub.REGISTRY["jina-v4"]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -44,9 +57,17 @@ def _no_network(*args: object, **kwargs: object) -> Any:
     raise NetworkUsedError(f"test tried to use the network: {args!r}")
 
 
+_REAL_CONNECT = socket.socket.connect
+_REAL_CONNECT_EX = socket.socket.connect_ex
+_REAL_GETADDRINFO = socket.getaddrinfo
+_REAL_CREATE_CONNECTION = socket.create_connection
+
+
 @pytest.fixture(autouse=True)
 def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Offline mode on, sockets off, and no token of the user's (huggingface_hub reads a stored login)."""
+    """Offline mode on, sockets off, and no token of the user's (huggingface_hub reads a stored login);
+    HOME in tmp_path, so that docvec's default cache folder (~/.cache/docvec) is never the user's."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf-token"))
@@ -140,7 +161,7 @@ def test_licence_notice_says_non_commercial() -> None:
 
 def test_pull_returns_cached_paths_with_content(tmp_path: Path) -> None:
     paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
-    files = hub.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path)
+    files = hub.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path, head=False)
     assert files.language_model == paths[LM_Q4]
     assert files.mmproj == paths[MMPROJ]
     assert files.language_model.read_bytes() == fake_gguf("lm")
@@ -149,20 +170,20 @@ def test_pull_returns_cached_paths_with_content(tmp_path: Path) -> None:
 
 def test_pull_default_quant_picks_default_file(tmp_path: Path) -> None:
     fill_cache(tmp_path, MODEL.lm_repo, {LM_DEFAULT: fake_gguf("q8"), MMPROJ: fake_gguf("mmproj")})
-    files = hub.pull("jina-v4", cache_dir=tmp_path)
+    files = hub.pull("jina-v4", cache_dir=tmp_path, head=False)
     assert files.language_model.name == "jina-embeddings-v4-text-retrieval-Q8_0.gguf"
     assert files.language_model.read_bytes() == fake_gguf("q8")
 
 
 def test_pull_quant_is_case_insensitive(tmp_path: Path) -> None:
     fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
-    assert hub.pull("jina-v4", quant="q4_k_m", cache_dir=tmp_path).language_model.name == LM_Q4
+    assert hub.pull("jina-v4", quant="q4_k_m", cache_dir=tmp_path, head=False).language_model.name == LM_Q4
 
 
 def test_pull_uses_default_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
     paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_DEFAULT: fake_gguf("q8"), MMPROJ: fake_gguf("mmproj")})
-    assert hub.pull("jina-v4") == hub.ModelFiles(paths[LM_DEFAULT], paths[MMPROJ])
+    assert hub.pull("jina-v4", head=False) == hub.ModelFiles(paths[LM_DEFAULT], paths[MMPROJ])
     assert hub.find_cached("jina-v4") == hub.ModelFiles(paths[LM_DEFAULT], paths[MMPROJ])
 
 
@@ -193,7 +214,7 @@ def test_pull_passes_arguments_to_huggingface_hub(tmp_path: Path, monkeypatch: p
         return str(tmp_path / kwargs["filename"])
 
     monkeypatch.setattr(hub, "hf_hub_download", fake_download)
-    files = hub.pull("jina-v4", quant="F16", cache_dir=tmp_path, token="hf_secret")
+    files = hub.pull("jina-v4", quant="F16", cache_dir=tmp_path, token="hf_secret", head=False)
     assert [c["filename"] for c in calls] == [MODEL.lm_files["F16"], MMPROJ]
     for c in calls:
         assert c["repo_id"] == MODEL.lm_repo
@@ -322,3 +343,541 @@ def test_find_cached_default_quant(tmp_path: Path) -> None:
     found = hub.find_cached("jina-v4", cache_dir=tmp_path)
     assert found is not None
     assert found.language_model == paths[LM_DEFAULT]
+
+
+# --- the multi-vector head, from a fake Hub on loopback ---------------------------------------------------
+
+assert MODEL.head_repo is not None
+HEAD_REPO: str = MODEL.head_repo
+INDEX = MODEL.head_index
+SHARDS = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+ADAPTER_CONFIG = "adapters/adapter_config.json"
+ADAPTER = "adapters/adapter_model.safetensors"
+TASKS = ("retrieval", "text-matching", "code")
+W_KEY, B_KEY = "multi_vector_projector.weight", "multi_vector_projector.bias"
+# small, but with alpha/r = 2: a merge that used alpha alone, r alone or no scale would show
+DIM, WIDTH, RANK, ALPHA = 128, 256, 8, 16
+COMMIT2 = "fedcba9876543210fedcba9876543210fedcba98"
+
+
+def test_registry_entry_names_the_head_source() -> None:
+    """The full checkpoint and its one multi-task adapter folder (see hub.py for the sources)."""
+    assert MODEL.head_repo == "jinaai/jina-embeddings-v4"
+    assert MODEL.head_index == "model.safetensors.index.json"
+    assert MODEL.head_adapter == "adapters"
+    assert MODEL.head_task == "retrieval"
+    assert MODEL.head_revision == "main"
+
+
+@dataclass
+class FakeHub:
+    """What the fake Hub serves (``repos``: repo id -> file path -> bytes, at ``commit``) and what it saw."""
+
+    repos: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    commit: str = COMMIT
+    honour_range: bool = True
+    url: str = ""
+    #: body bytes sent by GET, per "repo/path"
+    sent: Counter[str] = field(default_factory=Counter)
+    #: every request: (method, "repo/path", Range header or None, revision asked for)
+    requests: list[tuple[str, str, str | None, str]] = field(default_factory=list)
+    stop: Callable[[], None] = lambda: None
+
+    def gets(self, name: str) -> list[str | None]:
+        """The Range headers of the GETs of ``name`` ("repo/path")."""
+        return [r for m, n, r, _ in self.requests if m == "GET" and n == name]
+
+    def asked_of(self, repo: str) -> list[tuple[str, str, str | None, str]]:
+        """The requests for files of ``repo``."""
+        return [q for q in self.requests if q[1].startswith(repo + "/")]
+
+
+def _handler(hub_state: FakeHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        """HEAD and GET /<repo>/resolve/<revision>/<path>, answered as the Hub answers them: X-Repo-Commit,
+        ETag and Content-Length; 206 and Content-Range for a Range; 404 with X-Error-Code for what is not
+        there (huggingface_hub turns that code into its RemoteEntryNotFoundError and the like)."""
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def do_HEAD(self) -> None:
+            self._answer(send_body=False)
+
+        def do_GET(self) -> None:
+            self._answer(send_body=True)
+
+        def _error(self, code: str) -> None:
+            self.send_response(404)
+            self.send_header("X-Error-Code", code)
+            self.send_header("X-Repo-Commit", hub_state.commit)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def _answer(self, send_body: bool) -> None:
+            m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", self.path.split("?")[0])
+            assert m is not None, self.path
+            repo, revision, name = m.group(1), unquote(m.group(2)), unquote(m.group(3))
+            rng = self.headers.get("Range")
+            hub_state.requests.append((self.command, f"{repo}/{name}", rng, revision))
+            files = hub_state.repos.get(repo)
+            if files is None:
+                return self._error("RepoNotFound")
+            if revision not in ("main", hub_state.commit):
+                return self._error("RevisionNotFound")
+            data = files.get(name)
+            if data is None:
+                return self._error("EntryNotFound")
+            body, status = data, 200
+            ranged = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
+            if ranged and hub_state.honour_range:
+                start = int(ranged.group(1))
+                stop = min(int(ranged.group(2)) + 1 if ranged.group(2) else len(data), len(data))
+                body, status = data[start:stop], 206
+            self.send_response(status)
+            self.send_header("X-Repo-Commit", hub_state.commit)
+            self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+            self.send_header("Accept-Ranges", "bytes")
+            self.send_header("Content-Length", str(len(body)))
+            if status == 206:
+                self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
+            self.end_headers()
+            if not send_body:
+                return
+            try:
+                for i in range(0, len(body), 1 << 16):
+                    chunk = body[i : i + (1 << 16)]
+                    # counted before it is sent: the client may be done (and the test looking) before
+                    # this thread runs again
+                    hub_state.sent[f"{repo}/{name}"] += len(chunk)
+                    self.wfile.write(chunk)
+            except OSError:  # the client hung up: it had what it wanted
+                pass
+
+    return Handler
+
+
+def _loopback(host: object) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def _connect(sock: socket.socket, address: Any) -> Any:
+    if not _loopback(address[0]):
+        raise NetworkUsedError(f"test tried to reach {address!r}")
+    return _REAL_CONNECT(sock, address)
+
+
+def _connect_ex(sock: socket.socket, address: Any) -> Any:
+    if not _loopback(address[0]):
+        raise NetworkUsedError(f"test tried to reach {address!r}")
+    return _REAL_CONNECT_EX(sock, address)
+
+
+def _getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    if not _loopback(host):
+        raise NetworkUsedError(f"test tried to resolve {host!r}")
+    return _REAL_GETADDRINFO(host, *args, **kwargs)
+
+
+def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
+    if not _loopback(address[0]):
+        raise NetworkUsedError(f"test tried to reach {address!r}")
+    return _REAL_CREATE_CONNECTION(address, *args, **kwargs)
+
+
+@pytest.fixture
+def fake_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A Hub on 127.0.0.1, online mode, sockets allowed to loopback only."""
+    state = FakeHub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_port}"
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        if not stopped:
+            server.shutdown()
+            server.server_close()
+            stopped = True
+
+    state.stop = stop
+    # what HF_ENDPOINT does: huggingface_hub reads it into these constants at import (as HF_HUB_OFFLINE)
+    monkeypatch.setattr(hf_constants, "ENDPOINT", state.url)
+    monkeypatch.setattr(
+        hf_constants, "HUGGINGFACE_CO_URL_TEMPLATE", state.url + "/{repo_id}/resolve/{revision}/{filename}"
+    )
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(socket.socket, "connect", _connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", _getaddrinfo)
+    monkeypatch.setattr(socket, "create_connection", _create_connection)
+    yield state
+    stop()
+    thread.join(timeout=5)
+
+
+@dataclass
+class Checkpoint:
+    """A fake jina-embeddings-v4 checkpoint: its files, and the float32 values of what it holds."""
+
+    files: dict[str, bytes]
+    weight: np.ndarray
+    bias: np.ndarray
+    #: task -> (lora_A [r, width], lora_B [dim, r])
+    lora: dict[str, tuple[np.ndarray, np.ndarray]]
+    #: task -> lora_B's bias [dim], when the adapter has lora_bias
+    lora_bias: dict[str, np.ndarray]
+
+    def merged(self, task: str = "retrieval") -> np.ndarray:
+        """W + (alpha/r)·B·A for ``task``, in float32."""
+        a, b = self.lora[task]
+        return self.weight + np.float32(ALPHA / RANK) * (b @ a)
+
+
+def build_checkpoint(
+    *,
+    seed: int = 0,
+    dtype: str = "bfloat16",
+    tasks: tuple[str, ...] = TASKS,
+    projector_lora: bool = True,
+    single_task: bool = False,
+    adapter_filler_mb: int = 12,
+    lora_bias: bool = False,
+) -> Checkpoint:
+    """Real safetensors files laid out as jinaai/jina-embeddings-v4 (see hub.py): two shards with the
+    projector in the second between other tensors, the index, one adapter folder with every task's LoRA
+    (BF16) and decoder LoRA filler (the real one is 343 MB; past 8 MB here, so it is range-read)."""
+    import torch
+    from safetensors.torch import save
+
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape: int, kind: Any = torch.bfloat16) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen) * 0.05).to(kind)
+
+    def values(t: torch.Tensor) -> np.ndarray:
+        return t.float().numpy()
+
+    kind = getattr(torch, dtype)
+    w, b = rand(DIM, WIDTH, kind=kind), rand(DIM, kind=kind)
+    shards = [
+        {"model.embed_tokens.weight": rand(1024, 1024), "model.layers.0.mlp.up_proj.weight": rand(512, 1024)},
+        {
+            "model.layers.1.mlp.up_proj.weight": rand(1024, 1024),
+            "model.norm.weight": rand(1024),
+            W_KEY: w,
+            B_KEY: b,
+            "visual.blocks.0.attn.qkv.weight": rand(1024, 1024),  # sorts after the projector
+        },
+    ]
+    weight_map = {k: SHARDS[i] for i, tensors in enumerate(shards) for k in tensors}
+    files = {SHARDS[i]: save(tensors) for i, tensors in enumerate(shards)}
+    files[INDEX] = json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}).encode()
+    adapter: dict[str, torch.Tensor] = {}
+    lora: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    lora_biases: dict[str, np.ndarray] = {}
+    filler_rows = adapter_filler_mb * (1 << 20) // (2 * 1024 * len(tasks))
+    for task in tasks:
+        segment = "" if single_task else f".{task}"
+        if filler_rows:
+            layer = "base_model.model.model.language_model.layers.0.mlp.up_proj"
+            adapter[f"{layer}.lora_A{segment}.weight"] = torch.zeros(filler_rows, 1024, dtype=torch.bfloat16)
+        if projector_lora:
+            a, bb = rand(RANK, WIDTH), rand(DIM, RANK)
+            adapter[f"base_model.model.multi_vector_projector.lora_A{segment}.weight"] = a
+            adapter[f"base_model.model.multi_vector_projector.lora_B{segment}.weight"] = bb
+            lora[task] = (values(a), values(bb))
+            if lora_bias:  # PEFT's lora_bias=True
+                bias_b = rand(DIM)
+                adapter[f"base_model.model.multi_vector_projector.lora_B{segment}.bias"] = bias_b
+                lora_biases[task] = values(bias_b)
+    files[ADAPTER] = save(adapter)
+    config = {
+        "peft_type": "LORA",
+        "r": RANK,
+        "lora_alpha": ALPHA,
+        "use_rslora": False,
+    }
+    files[ADAPTER_CONFIG] = json.dumps(config).encode()
+    return Checkpoint(files, values(w), values(b), lora, lora_biases)
+
+
+GGUFS = {LM_DEFAULT: fake_gguf("q8"), MMPROJ: fake_gguf("mmproj")}
+
+
+def serve(fake_hub: FakeHub, checkpoint: Checkpoint) -> None:
+    fake_hub.repos = {MODEL.lm_repo: dict(GGUFS), HEAD_REPO: dict(checkpoint.files)}
+
+
+def pull_head(tmp_path: Path, **kwargs: Any) -> hub.ModelFiles:
+    return hub.pull("jina-v4", cache_dir=tmp_path / "hf", docvec_cache_dir=tmp_path / "docvec", **kwargs)
+
+
+def header_length(data: bytes) -> int:
+    return int(struct.unpack("<Q", data[:8])[0])
+
+
+def head_source(path: Path) -> str:
+    import gguf
+
+    f = gguf.GGUFReader(str(path)).fields["docvec.mvhead.source"]
+    return bytes(f.parts[f.data[0]]).decode()
+
+
+def test_pull_merges_the_head_from_byte_ranges(fake_hub: FakeHub, tmp_path: Path) -> None:
+    ck = build_checkpoint()
+    serve(fake_hub, ck)
+    files = pull_head(tmp_path)
+    assert files.head == tmp_path / "docvec" / "models" / "jina-v4" / COMMIT / "multivector-head.gguf"
+    head = read_head(files.head, width=WIDTH)
+    np.testing.assert_allclose(head.weight, ck.merged("retrieval"), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(head.bias, ck.bias)  # LoRA leaves the bias alone
+    for other in ("text-matching", "code"):
+        assert not np.allclose(head.weight, ck.merged(other), atol=1e-4)
+    assert not np.allclose(head.weight, ck.weight, atol=1e-4)
+    source = head_source(files.head)
+    assert COMMIT in source and "lora_A.retrieval" in source and "r=8, alpha=16" in source
+    # the GGUFs came too, into the HF cache
+    assert files.language_model.read_bytes() == GGUFS[LM_DEFAULT]
+
+    # only the header and the projector's bytes of the shard that holds it; nothing of the other
+    shard = ck.files[SHARDS[1]]
+    projector_bytes = 2 * (DIM * WIDTH + DIM)
+    assert fake_hub.sent[f"{HEAD_REPO}/{SHARDS[0]}"] == 0
+    assert fake_hub.sent[f"{HEAD_REPO}/{SHARDS[1]}"] == 8 + header_length(shard) + projector_bytes
+    assert fake_hub.sent[f"{HEAD_REPO}/{SHARDS[1]}"] < len(shard) / 20
+    # and of the large adapter, the header and the retrieval LoRA of the projector (plus at most a small gap)
+    adapter = ck.files[ADAPTER]
+    lora_bytes = 2 * (RANK * WIDTH + DIM * RANK)
+    floor = 8 + header_length(adapter) + lora_bytes
+    assert floor <= fake_hub.sent[f"{HEAD_REPO}/{ADAPTER}"] <= floor + (64 << 10)
+    assert fake_hub.sent[f"{HEAD_REPO}/{ADAPTER}"] < len(adapter) / 20
+    for name in (SHARDS[1], ADAPTER):
+        ranges = fake_hub.gets(f"{HEAD_REPO}/{name}")
+        assert ranges and all(r is not None and r.startswith("bytes=") for r in ranges)
+    # these four files were read, each at the commit "main" resolved to (never at "main" itself)
+    head_gets = [(n, rev) for m, n, _, rev in fake_hub.asked_of(HEAD_REPO) if m == "GET"]
+    read = {f"{HEAD_REPO}/{n}" for n in (INDEX, SHARDS[1], ADAPTER_CONFIG, ADAPTER)}
+    assert {n for n, _ in head_gets} == read
+    assert {rev for _, rev in head_gets} == {COMMIT}
+
+
+def test_second_pull_reads_nothing_and_find_registered_has_the_head(
+    fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve(fake_hub, build_checkpoint())
+    first = pull_head(tmp_path)
+    fake_hub.sent.clear()
+    fake_hub.requests.clear()
+    again = pull_head(tmp_path)
+    assert again == first
+    assert sum(fake_hub.sent.values()) == 0
+    assert {q[0] for q in fake_hub.requests} == {"HEAD"}  # freshness checks only
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    found = hub.find_registered("jina-v4", cache_dir=tmp_path / "docvec")
+    assert found == first and found is not None and found.head is not None
+    assert read_head(found.head).dim == DIM
+    # a docvec cache without a pulled head (a pull from before heads, or --no-head): head None, GGUFs found
+    older = hub.find_registered("jina-v4", cache_dir=tmp_path / "other")
+    assert older == hub.ModelFiles(first.language_model, first.mmproj)
+
+    # offline, the same files come from the two caches
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    fake_hub.requests.clear()
+    assert pull_head(tmp_path) == first
+    assert fake_hub.requests == []
+
+
+def test_pull_with_the_hub_out_of_reach_reuses_the_head(fake_hub: FakeHub, tmp_path: Path) -> None:
+    serve(fake_hub, build_checkpoint())
+    first = pull_head(tmp_path)
+    fake_hub.stop()  # connections are refused from now on
+    assert pull_head(tmp_path) == first
+
+
+def test_a_new_commit_gets_a_new_head(
+    fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve(fake_hub, build_checkpoint(seed=0))
+    first = pull_head(tmp_path)
+    newer = build_checkpoint(seed=1)
+    serve(fake_hub, newer)
+    fake_hub.commit = COMMIT2
+    second = pull_head(tmp_path)
+    assert second.head == tmp_path / "docvec" / "models" / "jina-v4" / COMMIT2 / "multivector-head.gguf"
+    np.testing.assert_allclose(read_head(second.head).weight, newer.merged(), rtol=1e-6, atol=1e-7)
+    assert first.head is not None and first.head.is_file()  # the older one is left alone
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    found = hub.find_cached("jina-v4", docvec_cache_dir=tmp_path / "docvec")
+    assert found is not None and found.head == second.head
+
+
+def test_no_head_asks_nothing_of_the_checkpoint(fake_hub: FakeHub, tmp_path: Path) -> None:
+    serve(fake_hub, build_checkpoint())
+    files = pull_head(tmp_path, head=False)
+    assert files.head is None
+    assert files.language_model.read_bytes() == GGUFS[LM_DEFAULT]
+    assert fake_hub.asked_of(HEAD_REPO) == []
+    assert not (tmp_path / "docvec" / "models" / "jina-v4").exists()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_head_tensors_of_each_float_type(fake_hub: FakeHub, tmp_path: Path, dtype: str) -> None:
+    ck = build_checkpoint(dtype=dtype)
+    serve(fake_hub, ck)
+    head = read_head(pull_head(tmp_path).head or Path("missing"))
+    np.testing.assert_allclose(head.weight, ck.merged(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(head.bias, ck.bias)
+
+
+def test_small_adapter_is_downloaded_whole_into_the_hf_cache(fake_hub: FakeHub, tmp_path: Path) -> None:
+    ck = build_checkpoint(adapter_filler_mb=0)
+    assert len(ck.files[ADAPTER]) < 1 << 20
+    serve(fake_hub, ck)
+    files = pull_head(tmp_path)
+    np.testing.assert_allclose(
+        read_head(files.head).weight if files.head else None, ck.merged(), rtol=1e-6, atol=1e-7
+    )
+    assert fake_hub.gets(f"{HEAD_REPO}/{ADAPTER}") == [None]  # one plain GET
+    assert fake_hub.sent[f"{HEAD_REPO}/{ADAPTER}"] == len(ck.files[ADAPTER])
+    cached = try_to_load_from_cache(HEAD_REPO, ADAPTER, cache_dir=tmp_path / "hf", revision=COMMIT)
+    assert isinstance(cached, str) and Path(cached).read_bytes() == ck.files[ADAPTER]
+
+
+def test_single_task_adapter(fake_hub: FakeHub, tmp_path: Path) -> None:
+    """An adapter for one task (no task segment in its names, as in an adapters/<task>/ layout)."""
+    ck = build_checkpoint(tasks=("retrieval",), single_task=True)
+    serve(fake_hub, ck)
+    head = read_head(pull_head(tmp_path).head or Path("missing"))
+    np.testing.assert_allclose(head.weight, ck.merged(), rtol=1e-6, atol=1e-7)
+
+
+def test_lora_bias_is_merged_into_the_bias(fake_hub: FakeHub, tmp_path: Path) -> None:
+    ck = build_checkpoint(lora_bias=True)
+    serve(fake_hub, ck)
+    files = pull_head(tmp_path)
+    assert files.head is not None
+    head = read_head(files.head)
+    np.testing.assert_allclose(head.weight, ck.merged(), rtol=1e-6, atol=1e-7)
+    expected = ck.bias + np.float32(ALPHA / RANK) * ck.lora_bias["retrieval"]
+    np.testing.assert_allclose(head.bias, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_adapter_without_projector_lora_gives_the_base_head(fake_hub: FakeHub, tmp_path: Path) -> None:
+    ck = build_checkpoint(projector_lora=False)
+    serve(fake_hub, ck)
+    files = pull_head(tmp_path)
+    assert files.head is not None
+    np.testing.assert_array_equal(read_head(files.head).weight, ck.weight)
+    assert "base head as is" in head_source(files.head)
+
+
+def test_server_ignoring_range_still_gives_the_head(
+    fake_hub: FakeHub, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ck = build_checkpoint()
+    serve(fake_hub, ck)
+    fake_hub.honour_range = False
+    with caplog.at_level("WARNING", logger="docvec"):
+        files = pull_head(tmp_path)
+    np.testing.assert_allclose(
+        read_head(files.head).weight if files.head else None, ck.merged(), rtol=1e-6, atol=1e-7
+    )
+    assert "ignored a Range request" in caplog.text
+
+
+def _pull_fails(tmp_path: Path) -> str:
+    with pytest.raises(ToolError) as info:
+        pull_head(tmp_path)
+    assert type(info.value) is ToolError
+    message = str(info.value)
+    assert HEAD_REPO in message and "--no-head" in message
+    # the GGUFs are in place before the head is tried, and no head or ref is left behind
+    assert isinstance(try_to_load_from_cache(MODEL.lm_repo, LM_DEFAULT, cache_dir=tmp_path / "hf"), str)
+    assert not list((tmp_path / "docvec").rglob("*.gguf"))
+    assert not (tmp_path / "docvec" / "models" / "jina-v4" / "refs").exists()
+    return message
+
+
+def test_missing_index_says_which_file(fake_hub: FakeHub, tmp_path: Path) -> None:
+    ck = build_checkpoint()
+    del ck.files[INDEX]
+    serve(fake_hub, ck)
+    message = _pull_fails(tmp_path)
+    assert INDEX in message and "404" in message
+
+
+def test_index_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:
+    ck = build_checkpoint()
+    index = json.loads(ck.files[INDEX])
+    del index["weight_map"][W_KEY], index["weight_map"][B_KEY]
+    ck.files[INDEX] = json.dumps(index).encode()
+    serve(fake_hub, ck)
+    message = _pull_fails(tmp_path)
+    assert f"{INDEX} names no tensor ending in {W_KEY}" in message
+
+
+def test_shard_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:
+    ck = build_checkpoint()
+    index = json.loads(ck.files[INDEX])
+    index["weight_map"][W_KEY] = index["weight_map"][B_KEY] = SHARDS[0]  # the index is wrong
+    ck.files[INDEX] = json.dumps(index).encode()
+    serve(fake_hub, ck)
+    message = _pull_fails(tmp_path)
+    assert f"{SHARDS[0]} has no tensor {W_KEY}" in message
+
+
+@pytest.mark.parametrize("missing", [ADAPTER_CONFIG, ADAPTER])
+def test_missing_adapter_says_which_file(fake_hub: FakeHub, tmp_path: Path, missing: str) -> None:
+    ck = build_checkpoint()
+    del ck.files[missing]
+    serve(fake_hub, ck)
+    message = _pull_fails(tmp_path)
+    assert missing in message and "404" in message
+
+
+def test_adapter_without_the_task(fake_hub: FakeHub, tmp_path: Path) -> None:
+    serve(fake_hub, build_checkpoint(tasks=("text-matching", "code")))
+    message = _pull_fails(tmp_path)
+    assert "'retrieval'" in message and "multi_vector_projector.lora_A.code.weight" in message
+
+
+def test_adapter_of_another_rank(fake_hub: FakeHub, tmp_path: Path) -> None:
+    ck = build_checkpoint()
+    ck.files[ADAPTER_CONFIG] = json.dumps({"r": RANK * 2, "lora_alpha": ALPHA}).encode()
+    serve(fake_hub, ck)
+    message = _pull_fails(tmp_path)
+    assert f"r={RANK * 2} in {ADAPTER_CONFIG}" in message
+
+
+def test_offline_pull_without_a_head_says_what_to_do(tmp_path: Path) -> None:
+    fill_cache(tmp_path / "hf", MODEL.lm_repo, GGUFS)
+    with pytest.raises(ToolError) as info:
+        pull_head(tmp_path)
+    message = str(info.value)
+    assert HEAD_REPO in message and "HF_HUB_OFFLINE" in message and "--no-head" in message
+    assert pull_head(tmp_path, head=False).head is None  # what the message offers works
+
+
+def test_cli_pull_gets_and_shows_the_head(fake_hub: FakeHub, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from docvec._cli import app
+
+    serve(fake_hub, build_checkpoint())
+    env = {"DOCVEC_CACHE_DIR": str(tmp_path / "docvec")}
+    hf = ["--hf-cache", str(tmp_path / "hf")]
+    r = CliRunner().invoke(app, ["models", "pull", "jina-v4", *hf], env=env)
+    assert r.exit_code == 0, r.output
+    head = tmp_path / "docvec" / "models" / "jina-v4" / COMMIT / "multivector-head.gguf"
+    assert "head" in r.stdout and str(head) in "".join(r.stdout.split())
+    assert read_head(head).dim == DIM
+    fake_hub.requests.clear()
+    r = CliRunner().invoke(app, ["models", "pull", "jina-v4", "--no-head", *hf], env=env)
+    assert r.exit_code == 0, r.output
+    assert "head " not in r.stdout
+    assert fake_hub.asked_of(HEAD_REPO) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 
 from docvec import Embedder, ModelFileError, ModelFiles, ModelMismatchError, ModelNotFoundError
 from docvec._modelfiles import read_gguf_info, resolve_model
+from docvec._mvhead import FILE_NAME as HEAD_FILE
+from docvec._mvhead import write_head
 
 
 def _fake_mmproj(path: Path, projection_dim: int) -> Path:
@@ -26,14 +29,82 @@ def _fake_mmproj(path: Path, projection_dim: int) -> Path:
     return path
 
 
+def _head(path: Path, width: int = 64) -> Path:
+    rng = np.random.default_rng(0)
+    return write_head(path, rng.normal(size=(128, width)), rng.normal(size=128), source="test")
+
+
+def _model_folder(folder: Path, files: ModelFiles) -> Path:
+    """A model folder of hard links to the tiny model's two GGUFs (no head)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for src in (files.language_model, files.mmproj):
+        (folder / src.name).hardlink_to(src)
+    return folder
+
+
 def test_folder_pair_and_metadata(tiny_dir: Path, tiny_files: ModelFiles) -> None:
+    with_head = ModelFiles(tiny_files.language_model, tiny_files.mmproj, tiny_dir / HEAD_FILE)
     files, lm, mm = resolve_model(tiny_dir)
-    assert files == tiny_files
+    assert files == with_head  # the tiny model's folder has its head
     assert lm.architecture == "qwen2vl" and lm.embedding_length == 64
     assert mm.is_mmproj and mm.projector == "qwen2.5vl_merger" and mm.embedding_length == 64
     assert lm.metadata["tokenizer.ggml.pre"] == "qwen2"
     pair, _, _ = resolve_model(f"{tiny_files.language_model},{tiny_files.mmproj}")
-    assert pair == tiny_files
+    assert pair == with_head  # a pair: the head in the language model's folder
+    head = read_gguf_info(tiny_dir / HEAD_FILE)
+    assert head.architecture == "docvec.mvhead" and head.metadata["docvec.mvhead.width"] == 64
+
+
+def test_the_head_is_optional_and_found_beside_the_language_model(
+    tmp_path: Path, tiny_files: ModelFiles
+) -> None:
+    folder = _model_folder(tmp_path / "m", tiny_files)
+    lm, mm = folder / tiny_files.language_model.name, folder / tiny_files.mmproj.name
+    assert resolve_model(folder)[0] == ModelFiles(lm, mm)  # no head: single vectors only
+    assert resolve_model(f"{lm},{mm}")[0].head is None
+    head = _head(folder / HEAD_FILE)
+    assert resolve_model(folder)[0] == ModelFiles(lm, mm, head)
+    assert resolve_model(f"{lm},{mm}")[0] == ModelFiles(lm, mm, head)
+    # the pair's head is the one beside the language model, wherever the mmproj is
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / mm.name).hardlink_to(mm)
+    assert resolve_model(f"{lm},{other / mm.name}")[0].head == head
+    # in a folder the head is known by its architecture, not its name
+    head.rename(folder / "jina-head.gguf")
+    assert resolve_model(folder)[0].head == folder / "jina-head.gguf"
+
+
+def test_bad_heads_are_named(tmp_path: Path, tiny_files: ModelFiles) -> None:
+    folder = _model_folder(tmp_path / "m", tiny_files)
+    lm, mm = folder / tiny_files.language_model.name, folder / tiny_files.mmproj.name
+    head = _head(folder / HEAD_FILE, width=32)
+    for spec in (folder, f"{lm},{mm}"):
+        with pytest.raises(
+            ModelMismatchError,
+            match=re.escape(str(head)) + r" does not belong to .*takes 32-wide .* gives 64",
+        ):
+            resolve_model(spec)
+    head.write_bytes(b"not a gguf at all")
+    with pytest.raises(ModelFileError) as info:
+        resolve_model(f"{lm},{mm}")
+    assert info.value.path == str(head) and "not a GGUF file" in info.value.reason
+    head.unlink()
+    (folder / HEAD_FILE).hardlink_to(tiny_files.mmproj)  # the right name, the wrong kind of file
+    with pytest.raises(ModelFileError, match=rf"{HEAD_FILE}: not a multi-vector head \(architecture 'clip'"):
+        resolve_model(f"{lm},{mm}")
+    (folder / HEAD_FILE).unlink()
+    _head(folder / "a-head.gguf")
+    _head(folder / "b-head.gguf")
+    with pytest.raises(
+        ModelNotFoundError, match=r"at most one multi-vector head \(found a-head.gguf, b-head.gguf\)"
+    ):
+        resolve_model(folder)
+    # a head is never taken for the language model of a pair
+    with pytest.raises(
+        ModelFileError, match=r"a-head.gguf: this is a multi-vector head, not a language model"
+    ):
+        resolve_model(f"{folder / 'a-head.gguf'},{mm}")
 
 
 def test_header_reader_finds_the_exact_end_of_tensor_data(tiny_files: ModelFiles, tmp_path: Path) -> None:
@@ -91,8 +162,15 @@ def test_folder_rules(tmp_path: Path, tiny_files: ModelFiles) -> None:
         resolve_model(tmp_path / "gone")
 
 
-def test_registry_names_need_a_pull(tiny_files: ModelFiles) -> None:
+def test_registry_names_need_a_pull(tiny_files: ModelFiles, tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match="docvec models pull jina-v4"):
         resolve_model("jina-v4", find_registered=lambda name: None)
     files, _, _ = resolve_model("jina-v4", find_registered=lambda name: tiny_files)
-    assert files == tiny_files
+    # the tiny model's folder has a head beside its language model
+    assert files == ModelFiles(
+        tiny_files.language_model, tiny_files.mmproj, tiny_files.language_model.parent / HEAD_FILE
+    )
+    # a head the registry keeps elsewhere is the one it names
+    head = _head(tmp_path / "cached-head.gguf")
+    named = ModelFiles(tiny_files.language_model, tiny_files.mmproj, head)
+    assert resolve_model("jina-v4", find_registered=lambda name: named)[0] == named

@@ -753,7 +753,7 @@ def test_remote_asks_a_server_for_float16_and_a_rescored_int8_copy() -> None:
     s.ensure_collection("c", 4)
     params = recorder.calls["create_collection"]["vectors_config"]["page"]
     assert params.datatype == models.Datatype.FLOAT16 and params.distance == models.Distance.COSINE
-    scalar = recorder.calls["create_collection"]["quantization_config"].scalar
+    scalar = params.quantization_config.scalar  # the page vector's own: token vectors get none
     assert scalar.type == models.ScalarType.INT8 and scalar.quantile == 0.99 and scalar.always_ram
     s.upsert("c", [Point(point_id(1), np.array([1, 0, 0, 0], np.float32), {"doc_id": "a"})])
     assert [h.payload for h in s.search("c", np.array([1, 0, 0, 0]), 1)] == [{"doc_id": "a"}]
@@ -826,3 +826,55 @@ def test_version_names_are_not_collection_names(opener: Opener) -> None:
         s.create_version("docs.v3", 4)
     with pytest.raises(CollectionNotFoundError):
         s.drop("docs.v9")
+
+
+# -- multi-vector collections -------------------------------------------------------------------------------
+
+
+def _tokens(rng: np.random.Generator, n: int, width: int = 16) -> npt.NDArray[np.float32]:
+    return _unit(rng.standard_normal((n, width)).astype(np.float32))
+
+
+def _maxsim(query: npt.NDArray[np.float32], page: npt.NDArray[np.float32]) -> float:
+    return float((query @ page.T).max(axis=1).sum())
+
+
+def test_multi_vector_collections_store_tokens_and_search_three_ways(opener: Opener) -> None:
+    s = opener()
+    rng = np.random.default_rng(4)
+    dense, _ = _corpus(60, 8, seed=4)
+    # pages of different token counts, as real pages have (a few dozen here: the scoring is the same)
+    points = [Point(p.id, p.vector, p.payload, _tokens(rng, int(rng.integers(5, 40)))) for p in dense]
+    s.ensure_collection("m", 8, tokens=16)
+    assert s.token_dim("m") == 16
+    s.upsert("m", points)
+    stored = {p.id: p for p in s.scroll("m", with_vectors=True)}
+    for p in points:  # the tokens come back as written (rounded to float16)
+        assert stored[p.id].tokens is not None and stored[p.id].tokens.shape == p.tokens.shape  # type: ignore[union-attr]
+        np.testing.assert_allclose(stored[p.id].tokens, p.tokens, atol=STORED_ATOL)  # type: ignore[arg-type]
+    query, qvec = _tokens(rng, 7), _unit(rng.standard_normal(8).astype(np.float32))
+    exact = {p.id: _maxsim(query, stored[p.id].tokens) for p in points}  # type: ignore[arg-type]
+    for flt in [None, *FILTERS]:
+        allowed = [p for p in points if flt is None or _matches(p.payload, flt)]
+        want = sorted(allowed, key=lambda p: -exact[p.id])[:10]
+        multi = s.search("m", None, 10, flt, tokens=query)
+        assert [h.id for h in multi] == [p.id for p in want], flt
+        np.testing.assert_allclose([h.score for h in multi], [exact[p.id] for p in want], atol=1e-3)
+        # a prefetch that covers every page is the exhaustive MaxSim, filters included
+        hybrid = s.search("m", qvec, 10, flt, tokens=query, prefetch=len(points))
+        assert [h.id for h in hybrid] == [h.id for h in multi], flt
+        # a narrow one reranks only the dense vector's best pages
+        narrow = s.search("m", qvec, 3, flt, tokens=query, prefetch=5)
+        dense_best = {h.id for h in s.search("m", qvec, 5, flt)}
+        assert {h.id for h in narrow} <= dense_best and len(narrow) == min(3, len(allowed))
+    with pytest.raises(StoreError, match="16-d token vectors"):
+        s.upsert("m", [Point(point_id("x"), np.ones(8, np.float32), {})])  # every page has its tokens
+    with pytest.raises(StoreError, match="expected 16-d"):
+        s.search("m", None, 3, tokens=np.ones((2, 8), np.float32))
+    s.ensure_collection("single", 8)
+    with pytest.raises(StoreError, match="single-vector"):
+        s.search("single", None, 3, tokens=query)
+    with pytest.raises(StoreError, match="single-vector"):
+        s.upsert("single", points[:1])
+    with pytest.raises(StoreError, match="multi-vector"):
+        s.ensure_collection("m", 8)  # a single-vector run cannot take a multi-vector collection

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from docvec import ConfigError
+from docvec._mvhead import KEYS as HEAD_KEYS
 from docvec._tiny_checkpoint import (
     ADDED_TOKENS,
+    HEAD_DIM,
     IMAGE_MEAN,
     IMAGE_STD,
     VOCAB_SIZE,
@@ -111,7 +113,9 @@ def test_transformers_loads_every_weight(tiny_hf: Path) -> None:
     from transformers import Qwen2_5_VLForConditionalGeneration
 
     model, info = Qwen2_5_VLForConditionalGeneration.from_pretrained(tiny_hf, output_loading_info=True)
-    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert not info["missing_keys"] and not info["mismatched_keys"]
+    # jina-embeddings-v4's head is the only weight that is not Qwen2.5-VL's: its model loads it, this one not
+    assert set(info["unexpected_keys"]) == set(HEAD_KEYS)
     inner = model.model
     assert model.lm_head.weight.data_ptr() == inner.language_model.embed_tokens.weight.data_ptr()  # tied
     with safe_open(str(tiny_hf / "model.safetensors"), "pt") as f:
@@ -124,6 +128,25 @@ def test_transformers_loads_every_weight(tiny_hf: Path) -> None:
     assert 0.95 < float(embed.std()) < 1.05
     assert 0.8 < float(ln_q.mean()) < 1.2
     assert float(q_bias.abs().mean()) > 0.01
+
+
+def test_the_checkpoint_has_a_multi_vector_head_of_linear_scale(tiny_hf: Path) -> None:
+    import torch
+    from safetensors import safe_open
+
+    with safe_open(str(tiny_hf / "model.safetensors"), "pt") as f:
+        weight, bias = (f.get_tensor(k) for k in HEAD_KEYS)
+        norm = f.get_tensor("model.norm.weight")
+    assert weight.shape == (HEAD_DIM, 64) and bias.shape == (HEAD_DIM,) and weight.dtype == torch.float32
+    assert 0.9 / 8 < float(weight.std()) < 1.1 / 8  # N(0, 1/fan_in): fan_in 64
+    assert 0.05 < float(bias.std()) < 0.15
+    # on states of the final norm's scale, every output is of order one and the 128 outputs are not one
+    # direction: token vectors differ, so MaxSim has something to measure
+    states = torch.randn(50, 64, generator=torch.Generator().manual_seed(0)) * norm
+    out = torch.nn.functional.normalize(states @ weight.T + bias, dim=-1)
+    cos = out @ out.T
+    off_diagonal = cos[~torch.eye(50, dtype=torch.bool)]
+    assert float(off_diagonal.abs().mean()) < 0.3
 
 
 def test_geometry_checks_and_the_3b_size() -> None:

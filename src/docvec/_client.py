@@ -31,7 +31,16 @@ from ._errors import (
     StoreUnavailableError,
 )
 from ._ingest import IngestProgress, ProgressFn
-from ._records import DocumentList, GcReport, Hit, IngestReport, ReindexReport, SearchFilter, VersionInfo
+from ._records import (
+    DocumentList,
+    GcReport,
+    Hit,
+    IngestReport,
+    ReindexReport,
+    SearchFilter,
+    SearchMode,
+    VersionInfo,
+)
 
 __all__ = ["RemoteIndex"]
 
@@ -151,9 +160,17 @@ class RemoteIndex(Closing):
         """Remove the documents whose files are gone; returns how many."""
         return self.add([], prune=True).documents_removed
 
-    def search(self, query: str, k: int = 5, filter: SearchFilter | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        filter: SearchFilter | None = None,
+        *,
+        mode: SearchMode | Literal["auto"] | None = None,
+        prefetch: int | None = None,
+    ) -> list[Hit]:
         """The ``k`` pages that best match ``query`` (see :meth:`docvec.Index.search`)."""
-        body: dict[str, Any] = {"query": query, "k": k}
+        body: dict[str, Any] = {"query": query, "k": k, "mode": mode, "prefetch": prefetch}
         if filter is not None:
             body["filter"] = filter.model_dump(mode="json", exclude_none=True)
         answer = self._request("POST", "/search", json=body)
@@ -186,11 +203,20 @@ class RemoteIndex(Closing):
         model: str | None = None,
         dim: int | None = None,
         max_pixels: int | None = None,
+        multivector: bool | None = None,
+        token_pool: int | None = None,
         drop_old: bool = False,
         progress: ProgressFn | None = None,
     ) -> ReindexReport:
         """Rebuild the collection in the server, which switches to the new version without a restart."""
-        body = {"model": model, "dim": dim, "max_pixels": max_pixels, "drop_old": drop_old}
+        body = {
+            "model": model,
+            "dim": dim,
+            "max_pixels": max_pixels,
+            "multivector": multivector,
+            "token_pool": token_pool,
+            "drop_old": drop_old,
+        }
         return self._follow(self._request("POST", "/reindex", json=body), ReindexReport, progress)
 
     def versions(self) -> list[VersionInfo]:

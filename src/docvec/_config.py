@@ -112,6 +112,34 @@ class Settings(BaseSettings):
         None, description="A Qdrant server or cluster; unset: the embedded store under data_dir/qdrant."
     )
     qdrant_api_key: str | None = Field(None, description="API key of the Qdrant server.")
+    multivector: bool = Field(
+        False,
+        description=(
+            "Create new collections (and reindexed versions) multi-vector: besides its dense vector, every "
+            "page keeps one 128-d vector per token (jina-embeddings-v4's multi-vector head), searched by "
+            "late interaction (MaxSim). A collection's kind is recorded with it; unset, later runs follow it."
+        ),
+    )
+    token_pool: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description=(
+            "Multi-vector collections: store the mean of each run of this many consecutive token vectors "
+            "instead of each one (1: every token; 2 or 3 cut a page's vectors that many times)."
+        ),
+    )
+    search_mode: Literal["auto", "dense", "multi", "hybrid"] = Field(
+        "auto",
+        description=(
+            "How searches score pages: dense (the single vector), multi (MaxSim over every page's tokens), "
+            "hybrid (the dense vector's best `prefetch` pages, reranked by MaxSim); auto: hybrid on a "
+            "multi-vector collection, dense otherwise."
+        ),
+    )
+    prefetch: int = Field(
+        100, ge=1, le=10_000, description="Hybrid search: pages the dense vector finds for MaxSim to rerank."
+    )
     store_reserve_mb: int = Field(
         200,
         ge=0,

@@ -1,8 +1,21 @@
-"""Single-vector embeddings of queries, passages and page images through llama.cpp.
+"""Single-vector and multi-vector embeddings of queries, passages and page images through llama.cpp.
 
 >>> with Embedder.open("path/to/model") as emb:           # doctest: +SKIP
 ...     q = emb.embed_queries(["invoice total"])          # (1, 2048) float32, unit norm
 ...     p = emb.embed_images(["page-1.png"], dim=512)     # Matryoshka-truncated, re-normalised
+...     p, tokens = emb.embed_images_multi(["page-1.png"])  # the same, and (n_tokens, 128) per page
+
+Multi-vector output needs the model's head (``multivector-head.gguf`` beside its GGUFs, see
+:mod:`docvec._mvhead`); the single vector and the token vectors come from one forward pass.
+
+Which tokens get a vector: all of them, as jina-embeddings-v4's own code returns them. Its forward pass
+applies the head to the last hidden state of every position, and its ``encode_text`` / ``encode_image``
+with ``return_multivector=True`` keep every position the attention mask covers, i.e. the whole input
+sequence: for a query the prompt ``Query: `` and the text; for a page the whole image prompt (the chat
+template's ``<|im_start|>user``, ``<|vision_start|>``, one token per image token, ``<|vision_end|>``,
+``Describe the image.<|im_end|>`` and the newline). So MaxSim scores come out as with the model's own
+vectors; dropping the template tokens would make another, unevaluated model. The single vector pools a
+subset of the same states (texts: all tokens; images: the vision span), so both come from one decode.
 """
 
 from __future__ import annotations
@@ -27,6 +40,8 @@ from ._errors import ConfigError, InputError, ModelError, ModelMismatchError
 from ._images import ImageInput, load_image, prepare_image
 from ._llama import LlamaContext, LlamaModel, MtmdContext, PromptChunk
 from ._modelfiles import GGUFInfo, ModelFiles, inspect_pair, resolve_model
+from ._mvhead import FILE_NAME as HEAD_FILE
+from ._mvhead import MultiVectorHead, read_head
 from ._profiles import ImageBounds, ModelProfile, profile_for
 
 __all__ = ["Embedder", "ImageStates", "TokenStates", "normalize"]
@@ -62,7 +77,8 @@ class ImageStates(TokenStates):
 
 
 class Embedder(Closing):
-    """Embeds texts and images with one GGUF language model and its mmproj vision encoder.
+    """Embeds texts and images with one GGUF language model and its mmproj vision encoder, and, when the
+    model has a multi-vector head (``files.head``), into one 128-d vector per token as well.
 
     One embedder serves one thread at a time (llama.cpp contexts are not thread-safe); calls from several
     threads are serialised. Close it (or use it as a context manager) to free the native memory.
@@ -82,6 +98,9 @@ class Embedder(Closing):
         open reads each header once); the sizes and image bounds in ``settings`` are checked against the
         model's profile before any weight is loaded. An image file whose decoding would take more than
         ``decode_budget`` bytes is refused (``DOCVEC_RENDER__MAX_MEMORY_MB``, as in the render workers).
+        The multi-vector head, when ``files.head`` names one, is loaded and checked here too (a bad file is
+        a :class:`~docvec.ModelFileError` naming it; one of another width a
+        :class:`~docvec.ModelMismatchError`).
         """
         self.settings = settings or EmbedSettings()
         self.decode_budget = decode_budget
@@ -89,6 +108,10 @@ class Embedder(Closing):
         self.files = files
         self.profile: ModelProfile = profile_for(lm_info.architecture, mm_info.projector)
         self._check_geometry(mm_info)
+        # before the weights: a bad head fails the open in milliseconds
+        self._head: MultiVectorHead | None = (
+            read_head(files.head, width=lm_info.embedding_length) if files.head is not None else None
+        )
         s = self.settings
         # the vector size and image bounds in use: the settings' overrides, else the model's own
         self._default_dim: int
@@ -143,13 +166,24 @@ class Embedder(Closing):
         """Width of the language model's hidden states (the vector size before truncation)."""
         return self._model.n_embd
 
+    @property
+    def has_multivector(self) -> bool:
+        """Whether this model has a multi-vector head, so that the ``*_multi`` methods work."""
+        return self._head is not None
+
+    @property
+    def head_dim(self) -> int | None:
+        """Size of the token vectors of the multi-vector head (128 for jina-embeddings-v4); None without a
+        head."""
+        return self._head.dim if self._head is not None else None
+
     def embed_queries(self, texts: Sequence[str], *, dim: int | None = None) -> Vectors:
         """Embed search queries (prompt ``Query: ``); returns (n, dim) float32 rows of unit norm."""
-        return self._embed_texts(texts, self.profile.query_template, dim)
+        return self._embed_texts(texts, self.profile.query_template, dim, None)[0]
 
     def embed_passages(self, texts: Sequence[str], *, dim: int | None = None) -> Vectors:
         """Embed text passages (prompt ``Passage: ``); returns (n, dim) float32 rows of unit norm."""
-        return self._embed_texts(texts, self.profile.passage_template, dim)
+        return self._embed_texts(texts, self.profile.passage_template, dim, None)[0]
 
     def embed_images(self, images: Sequence[ImageInput], *, dim: int | None = None) -> Vectors:
         """Embed page images (PIL images or paths); returns (n, dim) float32 rows of unit norm.
@@ -157,24 +191,41 @@ class Embedder(Closing):
         A bad item raises :class:`InputError` naming its index and file before any work is done on the
         rest of the batch.
         """
-        d = self._dim(dim)
-        items = _as_list(images, "images")
-        # Decode and resize everything first, so a bad item fails the batch before any model work; only
-        # the resized bytes are kept (at most max_pixels x 3 each), not the decoded originals.
-        prepared = []
-        for i, img in enumerate(items):
-            try:
-                prepared.append(self._prepare(img))
-            except InputError as e:
-                raise InputError(e.reason, index=i, item=e.item or _describe(img)) from None
-        out = np.empty((len(prepared), self.hidden_size), np.float32)
-        for i, rgb in enumerate(prepared):
-            st = self._image_states(rgb)
-            a, b = st.span
-            out[i] = st.states[a : b + 1].mean(axis=0)
-        return normalize(out, d)
+        return self._embed_images(images, dim, None)[0]
 
-    # -- token-level access (parity tests, benchmarks, the multi-vector head later) ---------------------
+    # -- multi-vector (late interaction; which tokens and why: the module's docstring) -----------------
+
+    def embed_queries_multi(
+        self, texts: Sequence[str], *, dim: int | None = None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Embed search queries (prompt ``Query: ``) as :meth:`embed_queries` does, and into one vector per
+        token: returns the (n, dim) single vectors and, per query, a (tokens, 128) float32 array of unit
+        rows (every token of the prompt and the text; ``dim`` applies to the single vectors only).
+
+        Needs the model's multi-vector head (:attr:`has_multivector`), else raises :class:`ModelError`.
+        """
+        return self._embed_texts(texts, self.profile.query_template, dim, self._require_head())
+
+    def embed_passages_multi(
+        self, texts: Sequence[str], *, dim: int | None = None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Embed text passages (prompt ``Passage: ``) as :meth:`embed_passages` does, and into one vector
+        per token, as :meth:`embed_queries_multi` does."""
+        return self._embed_texts(texts, self.profile.passage_template, dim, self._require_head())
+
+    def embed_images_multi(
+        self, images: Sequence[ImageInput], *, dim: int | None = None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Embed page images as :meth:`embed_images` does, and into one vector per token: returns the
+        (n, dim) single vectors (the same numbers :meth:`embed_images` returns) and, per image, a
+        (tokens, 128) float32 array of unit rows, one per token of the whole image prompt (template, vision
+        markers and image tokens; ``dim`` applies to the single vectors only).
+
+        Needs the model's multi-vector head (:attr:`has_multivector`), else raises :class:`ModelError`.
+        """
+        return self._embed_images(images, dim, self._require_head())
+
+    # -- token-level access (parity tests, benchmarks, the multi-vector head) ------------------------------
 
     def text_states(self, text: str) -> TokenStates:
         """Hidden states of every token of ``text`` exactly as given (no prompt is added)."""
@@ -260,7 +311,20 @@ class Embedder(Closing):
 
     # -- internals -----------------------------------------------------------------------------------
 
-    def _embed_texts(self, texts: Sequence[str], template: str, dim: int | None) -> Vectors:
+    def _require_head(self) -> MultiVectorHead:
+        if self._head is None:
+            raise ModelError(
+                f"the model in {self.files.language_model.parent} has no multi-vector head ({HEAD_FILE} "
+                "beside its GGUFs), so it gives single vectors only. Make one with `docvec models convert "
+                "HF_DIR OUT_DIR` from a checkpoint that has a multi_vector_projector (jina-embeddings-v4's), "
+                "or get jina-embeddings-v4's with `docvec models pull jina-v4`"
+            )
+        return self._head
+
+    def _embed_texts(
+        self, texts: Sequence[str], template: str, dim: int | None, head: MultiVectorHead | None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Pooled vectors of ``texts`` in ``template``, and, with a ``head``, each one's token vectors."""
         d = self._dim(dim)
         items = _as_list(texts, "texts")
         for i, t in enumerate(items):
@@ -269,9 +333,37 @@ class Embedder(Closing):
             if not t.strip():
                 raise InputError("empty text", index=i)
         out = np.empty((len(items), self.hidden_size), np.float32)
+        tokens: list[Vectors] = []
         for i, t in enumerate(items):
-            out[i] = self.text_states(template.format(text=t)).states.mean(axis=0)
-        return normalize(out, d)
+            states = self.text_states(template.format(text=t)).states
+            out[i] = states.mean(axis=0)
+            if head is not None:
+                tokens.append(head(states))
+        return normalize(out, d), tokens
+
+    def _embed_images(
+        self, images: Sequence[ImageInput], dim: int | None, head: MultiVectorHead | None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Pooled vectors of ``images``, and, with a ``head``, each one's token vectors."""
+        d = self._dim(dim)
+        items = _as_list(images, "images")
+        # Decode and resize everything first, so a bad item fails the batch before any model work; only
+        # the resized bytes are kept (at most max_pixels x 3 each), not the decoded originals.
+        prepared = []
+        for i, img in enumerate(items):
+            try:
+                prepared.append(self._prepare(img))
+            except InputError as e:
+                raise InputError(e.reason, index=i, item=e.item or _describe(img)) from None
+        out = np.empty((len(prepared), self.hidden_size), np.float32)
+        tokens: list[Vectors] = []
+        for i, rgb in enumerate(prepared):
+            st = self._image_states(rgb)
+            a, b = st.span
+            out[i] = st.states[a : b + 1].mean(axis=0)
+            if head is not None:
+                tokens.append(head(st.states))
+        return normalize(out, d), tokens
 
     def _decode_chunks(self, chunks: list[PromptChunk]) -> tuple[Vectors, npt.NDArray[np.int32]]:
         states: list[Vectors] = []

@@ -16,18 +16,27 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ._config import Settings
 from ._embed import Embedder
 from ._errors import InputError
 from ._index import Index
-from ._records import Hit, check_k
+from ._records import Hit, SearchMode, check_k
 from ._sources import discover
 
 log = logging.getLogger("docvec")
 
-__all__ = ["Dataset", "EvalReport", "QueryResult", "evaluate", "load_dataset", "ndcg_at", "recall_at"]
+__all__ = [
+    "Dataset",
+    "EvalReport",
+    "ModeScores",
+    "QueryResult",
+    "evaluate",
+    "load_dataset",
+    "ndcg_at",
+    "recall_at",
+]
 
 #: nDCG is reported at this cut-off (ViDoRe's headline metric), recall at the caller's k
 NDCG_K = 5
@@ -117,9 +126,18 @@ class QueryResult:
     recall: float
 
 
+@dataclass(frozen=True)
+class ModeScores:
+    """One search mode's mean nDCG@5 and recall@k over the judged queries."""
+
+    ndcg_at_5: float
+    recall_at_k: float
+
+
 @dataclass
 class EvalReport:
-    """Mean nDCG@5 and recall@k over the judged queries, with what was indexed and what failed."""
+    """Mean nDCG@5 and recall@k over the judged queries (of the first mode asked for, and of each in
+    ``modes``), with what was indexed and what failed."""
 
     k: int
     queries: int
@@ -131,6 +149,8 @@ class EvalReport:
     #: corpus-ids judged relevant that name no page of the corpus (a missing file, a page past its end)
     unknown_judged: list[str] = field(default_factory=list)
     per_query: list[QueryResult] = field(default_factory=list)
+    #: every mode asked for, as it ran (``auto`` resolved)
+    modes: dict[str, ModeScores] = field(default_factory=dict)
 
     def to_dict(self, *, per_query: bool = False) -> dict[str, Any]:
         """A JSON-able dict; the per-query rankings only when asked."""
@@ -143,6 +163,9 @@ class EvalReport:
             "documents_failed": self.documents_failed,
             "queries_unjudged": self.queries_unjudged,
             "unknown_judged": len(self.unknown_judged),
+            "modes": {
+                m: {"ndcg@5": v.ndcg_at_5, f"recall@{self.k}": v.recall_at_k} for m, v in self.modes.items()
+            },
         }
         if per_query:
             out["per_query"] = [r.__dict__ for r in self.per_query]
@@ -154,9 +177,16 @@ def _hit_id(hit: Hit) -> str:
 
 
 def evaluate(
-    folder: Path, settings: Settings, *, k: int = 10, embedder: Embedder | None = None
+    folder: Path,
+    settings: Settings,
+    *,
+    k: int = 10,
+    embedder: Embedder | None = None,
+    modes: Sequence[SearchMode | Literal["auto"]] = ("auto",),
 ) -> EvalReport:
-    """Index ``folder``'s corpus into a temporary store, run every judged query, return the metrics.
+    """Index ``folder``'s corpus into a temporary store, run every judged query in each search mode of
+    ``modes``, return the metrics (a multi-vector collection when a mode needs one: the same pages serve
+    every mode).
 
     Queries without a relevant judgement (score > 0) are not scored (as BEIR does) and are counted in
     ``queries_unjudged``; judged corpus-ids that name no page of the corpus are listed in
@@ -174,26 +204,43 @@ def evaluate(
     judged = {q: rel for q, rel in data.qrels.items() if any(r > 0 for r in rel.values())}
     with tempfile.TemporaryDirectory(prefix="docvec-eval-") as tmp:
         # a fresh embedded store: never the user's index, never a server from DOCVEC_QDRANT_URL
-        s = settings.model_copy(
-            update={"data_dir": Path(tmp), "qdrant_url": None, "qdrant_api_key": None, "collection": "eval"}
-        )
+        update: dict[str, Any] = {
+            "data_dir": Path(tmp),
+            "qdrant_url": None,
+            "qdrant_api_key": None,
+            "collection": "eval",
+        }
+        if any(m in ("multi", "hybrid") for m in modes):
+            update["multivector"] = True
+        s = settings.model_copy(update=update)
         with Index.open(s, embedder=embedder) as index:
             report = index.add([data.corpus])
             pages = {
                 Path(d.source).stem: d.page_count for d in index.documents(limit=len(files) or 1).documents
             }
-            results = []
-            for qid in sorted(judged):
-                hits = index.search(data.queries[qid], k)
-                ranked = [_hit_id(h) for h in hits]
-                results.append(
-                    QueryResult(
-                        query_id=qid,
-                        ranked=ranked,
-                        ndcg_at_5=ndcg_at(ranked, judged[qid], NDCG_K),
-                        recall=recall_at(ranked, judged[qid], k),
+            by_mode: dict[str, list[QueryResult]] = {}
+            for asked in modes:
+                mode = index.search_mode(asked)
+                results = by_mode.setdefault(mode, [])
+                for qid in sorted(judged):
+                    ranked = [_hit_id(h) for h in index.search(data.queries[qid], k, mode=mode)]
+                    results.append(
+                        QueryResult(
+                            query_id=qid,
+                            ranked=ranked,
+                            ndcg_at_5=ndcg_at(ranked, judged[qid], NDCG_K),
+                            recall=recall_at(ranked, judged[qid], k),
+                        )
                     )
-                )
+    scores = {
+        mode: ModeScores(
+            ndcg_at_5=sum(r.ndcg_at_5 for r in rs) / len(rs) if rs else 0.0,
+            recall_at_k=sum(r.recall for r in rs) / len(rs) if rs else 0.0,
+        )
+        for mode, rs in by_mode.items()
+    }
+    results = next(iter(by_mode.values()))
+    first = next(iter(scores.values()))
     n = len(results)
     known = {f"{stem}#{page}" for stem, count in pages.items() for page in range(1, count + 1)}
     unknown = sorted({cid for rel in judged.values() for cid, r in rel.items() if r > 0} - known)
@@ -204,11 +251,12 @@ def evaluate(
     return EvalReport(
         k=k,
         queries=n,
-        ndcg_at_5=sum(r.ndcg_at_5 for r in results) / n if n else 0.0,
-        recall_at_k=sum(r.recall for r in results) / n if n else 0.0,
+        ndcg_at_5=first.ndcg_at_5,
+        recall_at_k=first.recall_at_k,
         pages_indexed=report.pages_indexed,
         documents_failed=report.documents_failed,
         queries_unjudged=len(data.queries) - n,
         unknown_judged=unknown,
         per_query=results,
+        modes=scores,
     )

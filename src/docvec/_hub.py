@@ -5,6 +5,13 @@ vision encoder (mmproj). Both are fetched with :func:`huggingface_hub.hf_hub_dow
 Face cache, so a second pull reuses what is there and an interrupted one resumes. :func:`find_cached`
 answers from the cache alone and never touches the network.
 
+A model whose registry entry names a head source also gets its multi-vector head
+(:mod:`docvec._mvhead`), which the published GGUFs lack: the projector's weights are read out of the full
+Hugging Face checkpoint by HTTP Range requests (the safetensors header, then only the projector's bytes,
+never the multi-GB shards), the task adapter's LoRA for it is merged in, and the result is written to
+docvec's own cache folder (``<cache>/models/<name>/<commit>/multivector-head.gguf``, with
+``refs/<revision>`` naming the commit, as the Hugging Face cache does) so that a second pull reads nothing.
+
 Repository ids and file names are data (:data:`REGISTRY`); where they come from is noted next to them.
 Every huggingface_hub or network failure is turned into a :class:`~docvec.errors.ToolError` that names
 the repository and the file and says what to do; a registry name or quantization that does not exist is a
@@ -13,14 +20,22 @@ the repository and the file and says what to do; a registry name or quantization
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+import os
+import re
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
 from huggingface_hub import constants as hf_constants
-from huggingface_hub import hf_hub_download, try_to_load_from_cache
+from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url, try_to_load_from_cache
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -31,9 +46,19 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
+# public and documented, but huggingface_hub.utils builds __all__ at run time (a lazy loader), which mypy
+# cannot read as explicit exports
+from huggingface_hub.utils import (  # type: ignore[attr-defined]
+    build_hf_headers,
+    hf_raise_for_status,
+    http_stream_backoff,
+)
+
 from ._config import default_cache_dir
 from ._errors import ModelNotFoundError, ToolError
 from ._modelfiles import ModelFiles
+from ._mvhead import FILE_NAME as HEAD_FILE_NAME
+from ._mvhead import write_head
 from ._tiny_model import REGISTRY_NAME, find_tiny_model, tiny_model_dir
 
 __all__ = [
@@ -74,6 +99,18 @@ class RegistryModel:
     homepage: str
     #: Git revision (branch, tag or commit hash) both files are taken from.
     revision: str = "main"
+    #: Hugging Face repository of the full checkpoint the multi-vector head is read from; ``None``: the
+    #: model has no head docvec can get.
+    head_repo: str | None = None
+    #: The checkpoint's shard index (``weight_map``: tensor name -> shard file) in ``head_repo``.
+    head_index: str = "model.safetensors.index.json"
+    #: Folder in ``head_repo`` holding the task adapter (``adapter_config.json`` and
+    #: ``adapter_model.safetensors``) whose LoRA for the head is merged in; ``None``: the base head as is.
+    head_adapter: str | None = None
+    #: The adapter task whose LoRA is merged, as it appears in a multi-task adapter's tensor names.
+    head_task: str = "retrieval"
+    #: Git revision of ``head_repo``; the head is cached under the commit it resolves to.
+    head_revision: str = "main"
 
     @property
     def quants(self) -> tuple[str, ...]:
@@ -102,6 +139,30 @@ class RegistryModel:
 # * Licence: the GGUF model cards' metadata says cc-by-nc-4.0 (so do docvec's notes for the
 #   jinaai/jina-embeddings-v4 card); jina.ai's own model page lists the Qwen Research License (the backbone
 #   is Qwen2.5-VL-3B-Instruct). Both rule out commercial use without an agreement; the notice names both.
+#
+# The multi-vector head (head_repo, head_adapter, head_task). What was verified, and where:
+# * jina-embeddings-v4's modeling_jina_embeddings_v4.py and custom_lora_module.py (the repository's remote
+#   code; read in copies vendored by public training repos): the head is an nn.Linear(hidden_size,
+#   multi_vector_projector_dim) set on the model itself as `multi_vector_projector`, so its checkpoint keys
+#   are multi_vector_projector.{weight,bias}. from_pretrained loads ONE PEFT adapter folder, `adapters/`
+#   (snapshot_download(allow_patterns=["adapters/*"]), then LoraConfig/PeftModel.from_pretrained on it),
+#   not one per task: MultiAdapterLinear keeps a lora_A/lora_B pair per task name in ModuleDicts and scales
+#   by lora_alpha / r (lora_alpha / sqrt(r) with use_rslora); the bias is not adapted.
+# * Pushkinist/rMLX, crates/rmlx-models/src/jina_v4/{model,lora}.rs, a port written against the real
+#   safetensors headers: shards model-00001-of-00002 and model-00002-of-00002.safetensors, with
+#   multi_vector_projector.weight and .bias (BF16) in the second; adapters/adapter_model.safetensors is
+#   343.2 MB (1518 BF16 tensors, all three tasks) and names the head's LoRA
+#   base_model.model.multi_vector_projector.lora_{A,B}.<task>.weight, task in retrieval, text-matching,
+#   code; adapters/adapter_config.json has r = 32, lora_alpha = 32.
+# * Mazyod/jina-embeddings-v4-vllm-plugin, src/jinav4_vllm/projector/{extract,merge}.py: extracts the
+#   same head from this repository (the key ending in multi_vector_projector.weight, adapter keys holding
+#   multi_vector_projector and lora_A / lora_B), merges W + alpha/r * B @ A with the bias unchanged, and
+#   checks the result against the model's own projector.
+# Assumed, not seen in a listing of the Hub repository itself: the index is named
+# model.safetensors.index.json (transformers' name for sharded safetensors), and "main" still has this
+# layout. So nothing below hard-codes shard names, offsets or sizes: the index says which shard holds the
+# head, the headers say where its bytes are, and each step that finds something else says so. A
+# single-task adapter (keys without a task segment, as in an adapters/<task>/ layout) is accepted too.
 _JINA_V4_LM_BASE = "jina-embeddings-v4-text-retrieval"
 _JINA_V4_QUANTS = (
     # Listed by name on the model card.
@@ -150,6 +211,9 @@ REGISTRY: dict[str, RegistryModel] = {
         licence_url="https://creativecommons.org/licenses/by-nc/4.0/",
         licence_text=_JINA_V4_LICENCE,
         homepage="https://huggingface.co/jinaai/jina-embeddings-v4",
+        head_repo="jinaai/jina-embeddings-v4",
+        head_adapter="adapters",
+        head_task="retrieval",
     ),
 }
 
@@ -193,13 +257,19 @@ def pull(
     quant: str | None = None,
     cache_dir: Path | None = None,
     token: str | None = None,
+    head: bool = True,
+    docvec_cache_dir: Path | None = None,
 ) -> ModelFiles:
-    """Download registry model ``name`` (language model at ``quant`` plus the mmproj) into the HF cache.
+    """Download registry model ``name`` (language model at ``quant`` plus the mmproj) into the HF cache,
+    and, when its registry entry has a head source and ``head`` is true, its multi-vector head.
 
     Files already in the cache are reused after a cheap freshness check, partial downloads are resumed, and
     with ``HF_HUB_OFFLINE=1`` the cache alone is used. ``cache_dir`` is passed to huggingface_hub as its
     cache folder (default: ``HF_HUB_CACHE``, normally ``~/.cache/huggingface/hub``); ``token`` is a
-    Hugging Face token (default: ``HF_TOKEN`` or the stored login).
+    Hugging Face token (default: ``HF_TOKEN`` or the stored login). The head is read from the full
+    checkpoint by byte ranges (see the module docstring) and kept in docvec's cache folder
+    ``docvec_cache_dir`` (default ``~/.cache/docvec``); a head already there for the commit the checkpoint's
+    revision points at is reused without reading anything.
 
     Args:
         name: a registry name (see :func:`registry_names`).
@@ -207,20 +277,26 @@ def pull(
             model's ``default_quant``.
         cache_dir: Hugging Face cache folder to use instead of the default.
         token: Hugging Face access token.
+        head: also get the multi-vector head (when the model has one).
+        docvec_cache_dir: docvec's cache folder, where the head is written.
 
     Returns:
-        The local paths of both files.
+        The local paths of the files; ``head`` is ``None`` when it was not asked for or the model has none.
 
     Raises:
         ModelNotFoundError: unknown ``name`` or ``quant``.
-        ToolError: a download failed (offline, no access, file missing on the Hub, disk error, ...).
+        ToolError: a download failed (offline, no access, file missing on the Hub, disk error, ...), or the
+            head could not be built; the GGUFs are in place by then, and the message says so.
     """
     model = get_model(name)
     lm_file = _lm_file(model, quant)
     logger.info("pulling %s: %s and %s", model.name, lm_file, model.mmproj_file)
     lm_path = _download(model.lm_repo, lm_file, model.revision, cache_dir, token)
     mmproj_path = _download(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir, token)
-    return ModelFiles(language_model=lm_path, mmproj=mmproj_path)
+    head_path = None
+    if head and model.head_repo is not None:
+        head_path = _pull_head(model, cache_dir, docvec_cache_dir or default_cache_dir(), token)
+    return ModelFiles(language_model=lm_path, mmproj=mmproj_path, head=head_path)
 
 
 def find_cached(
@@ -228,10 +304,13 @@ def find_cached(
     *,
     quant: str | None = None,
     cache_dir: Path | None = None,
+    docvec_cache_dir: Path | None = None,
 ) -> ModelFiles | None:
-    """The local paths of registry model ``name`` if both its files are already in the HF cache.
+    """The local paths of registry model ``name`` if both its GGUF files are already in the HF cache.
 
-    Never touches the network. Returns ``None`` when either file is missing from the cache.
+    Never touches the network. Returns ``None`` when either GGUF is missing from the cache; ``head`` is the
+    multi-vector head in ``docvec_cache_dir`` (default ``~/.cache/docvec``) for the commit the last pull
+    found, or ``None`` when none was pulled (as with a pull from before docvec got heads, or ``--no-head``).
 
     Raises:
         ModelNotFoundError: unknown ``name`` or ``quant``.
@@ -242,13 +321,19 @@ def find_cached(
     mmproj_path = _cached(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir)
     if lm_path is None or mmproj_path is None:
         return None
-    return ModelFiles(language_model=lm_path, mmproj=mmproj_path)
+    head_path = None
+    if model.head_repo is not None:
+        head_path = _cached_head(
+            _head_root(model, docvec_cache_dir or default_cache_dir()), model.head_revision
+        )
+    return ModelFiles(language_model=lm_path, mmproj=mmproj_path, head=head_path)
 
 
 def find_registered(name: str, *, cache_dir: Path | None = None) -> ModelFiles | None:
     """The local files of a model setting that names a model instead of a path: a downloaded registry
-    model at its default quantization, or ``tiny``, the offline test model built in docvec's cache folder
-    ``cache_dir`` (by ``docvec demo`` or ``docvec models pull tiny``); ``None`` otherwise.
+    model at its default quantization (with its multi-vector head from docvec's cache folder ``cache_dir``
+    when it was pulled), or ``tiny``, the offline test model built in ``cache_dir`` (by ``docvec demo`` or
+    ``docvec models pull tiny``); ``None`` otherwise.
 
     The hook :func:`docvec._modelfiles.resolve_model` calls for a model setting that is not a path.
     """
@@ -256,7 +341,7 @@ def find_registered(name: str, *, cache_dir: Path | None = None) -> ModelFiles |
         return find_tiny_model(tiny_model_dir(cache_dir or default_cache_dir()))
     if name.lower() not in {n.lower() for n in REGISTRY}:
         return None
-    return find_cached(name)
+    return find_cached(name, docvec_cache_dir=cache_dir)
 
 
 def _lm_file(model: RegistryModel, quant: str | None) -> str:
@@ -286,8 +371,30 @@ def _cached(repo_id: str, filename: str, revision: str, cache_dir: Path | None) 
     return path if path.is_file() else None
 
 
-def _download(repo_id: str, filename: str, revision: str, cache_dir: Path | None, token: str | None) -> Path:
-    """Download (or reuse from the cache) one file; every failure becomes a :class:`ToolError`."""
+@dataclass(frozen=True)
+class _Advice:
+    """What a failure message tells the user to do: ``otherwise`` ends every message ("..., or ...");
+    ``missing`` is the first step when the Hub has no such file."""
+
+    otherwise: str
+    missing: str
+
+
+# what is left when the Hub is out of reach: files copied in from a machine that has them
+_LOCAL_MODEL_HINT = "or copy the model's two GGUF files here and set DOCVEC_MODEL to their folder"
+_GGUF_ADVICE = _Advice(otherwise=_LOCAL_MODEL_HINT, missing="Pick another --quant")
+
+
+def _download(
+    repo_id: str,
+    filename: str,
+    revision: str,
+    cache_dir: Path | None,
+    token: str | None,
+    advice: _Advice = _GGUF_ADVICE,
+) -> Path:
+    """Download (or reuse from the cache) one file; every failure becomes a :class:`ToolError` that ends
+    with ``advice`` on what to do."""
     logger.info("fetching %s from %s (revision %s)", filename, repo_id, revision)
     try:
         local = hf_hub_download(
@@ -299,55 +406,58 @@ def _download(repo_id: str, filename: str, revision: str, cache_dir: Path | None
             library_name="docvec",
         )
     except Exception as exc:  # huggingface_hub, httpx and OS errors: none may escape
-        raise ToolError(_failure_message(exc, repo_id, filename, revision)) from exc
+        raise ToolError(_failure_message(exc, repo_id, filename, revision, advice)) from exc
     path = Path(str(local))
     logger.info("%s is at %s", filename, path)
     return path
 
 
-# what is left when the Hub is out of reach: files copied in from a machine that has them
-_LOCAL_MODEL_HINT = "or copy the model's two GGUF files here and set DOCVEC_MODEL to their folder"
-
-
-def _failure_message(exc: Exception, repo_id: str, filename: str, revision: str) -> str:
-    """A message for a failed download of ``filename`` that names the repository and says what to do."""
-    what = f"could not download {filename} from https://huggingface.co/{repo_id} (revision {revision})"
+def _failure_message(
+    exc: Exception,
+    repo_id: str,
+    filename: str,
+    revision: str,
+    advice: _Advice = _GGUF_ADVICE,
+    *,
+    verb: str = "download",
+) -> str:
+    """A message for a failed download (or range read: ``verb``) of ``filename`` that names the repository
+    and says what to do."""
+    what = f"could not {verb} {filename} from https://huggingface.co/{repo_id} (revision {revision})"
+    hint = advice.otherwise
     if isinstance(exc, (LocalEntryNotFoundError, OfflineModeIsEnabled)):
         if hf_constants.is_offline_mode():
             return (
                 f"{what}: it is not in the Hugging Face cache and offline mode is on (HF_HUB_OFFLINE is "
-                f"set). Unset HF_HUB_OFFLINE and check the network, {_LOCAL_MODEL_HINT}."
+                f"set). Unset HF_HUB_OFFLINE and check the network, {hint}."
             )
         return (
             f"{what}: the Hugging Face Hub could not be reached and the file is not in the cache. "
-            f"Check the network connection (and HTTPS_PROXY if you use a proxy), {_LOCAL_MODEL_HINT}."
+            f"Check the network connection (and HTTPS_PROXY if you use a proxy), {hint}."
         )
     if isinstance(exc, GatedRepoError):
         return (
             f"{what}: the repository is gated. Accept its terms at https://huggingface.co/{repo_id} and set "
-            f"HF_TOKEN to a token of that account, {_LOCAL_MODEL_HINT}."
+            f"HF_TOKEN to a token of that account, {hint}."
         )
     if isinstance(exc, RepositoryNotFoundError):
         return (
             f"{what}: the repository was not found or needs authentication (HTTP {_status(exc) or '?'}). "
-            f"Set HF_TOKEN if it is private, {_LOCAL_MODEL_HINT}."
+            f"Set HF_TOKEN if it is private, {hint}."
         )
     if isinstance(exc, RevisionNotFoundError):
         return f"{what}: the revision does not exist in the repository; docvec's registry needs updating."
     if isinstance(exc, RemoteEntryNotFoundError):
         return (
             f"{what}: the repository has no such file (HTTP 404); docvec's registry entry is out of date. "
-            f"Pick another --quant, {_LOCAL_MODEL_HINT}."
+            f"{advice.missing}, {hint}."
         )
     if isinstance(exc, HfHubHTTPError):
         status = _status(exc)
         if status in (401, 403):
-            return (
-                f"{what}: access denied (HTTP {status}). Set HF_TOKEN to a valid token, {_LOCAL_MODEL_HINT}."
-            )
+            return f"{what}: access denied (HTTP {status}). Set HF_TOKEN to a valid token, {hint}."
         return (
-            f"{what}: the Hub answered HTTP {status or '?'}. Try again later and check the network, "
-            f"{_LOCAL_MODEL_HINT}."
+            f"{what}: the Hub answered HTTP {status or '?'}. Try again later and check the network, {hint}."
         )
     if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
         return (
@@ -356,7 +466,7 @@ def _failure_message(exc: Exception, repo_id: str, filename: str, revision: str)
         )
     return (
         f"{what}: {type(exc).__name__}: {exc}. Check the network connection (and HTTPS_PROXY if you use a "
-        f"proxy), {_LOCAL_MODEL_HINT}."
+        f"proxy), {hint}."
     )
 
 
@@ -365,3 +475,451 @@ def _status(exc: HfHubHTTPError) -> int | None:
     response = getattr(exc, "response", None)
     code = getattr(response, "status_code", None)
     return code if isinstance(code, int) else None
+
+
+# --- the multi-vector head ------------------------------------------------------------------------------
+
+#: the head's tensor in the checkpoint (possibly under a prefix), and the module its LoRA names
+_PROJECTOR = "multi_vector_projector"
+#: Adapter files up to this size are downloaded whole into the HF cache; larger ones are range-read. The
+#: whole file costs 2 requests (HEAD, GET) and stays cached; a range read costs 4 (length, header, A, B) and
+#: keeps nothing. At a few MB/s a file this small takes about as long either way, while jina-embeddings-v4's
+#: adapter (343 MB, all three tasks in one file) holds ~0.4 MB for the head's LoRA: range-read.
+_WHOLE_FILE_LIMIT = 8 << 20
+#: the safetensors format caps its JSON header at 100 MB: a larger length means this is no safetensors file
+_MAX_HEADER = 100_000_000
+#: tensors closer than this in one file are fetched in one range (one round trip instead of two)
+_MERGE_GAP = 64 << 10
+
+_Array = npt.NDArray[np.float32]
+
+
+class _HeadError(Exception):
+    """The checkpoint is not laid out as docvec expects (a file, tensor or field missing or malformed)."""
+
+
+class _Readable(Protocol):
+    """A file that can be read by byte ranges: a Hub file (HTTP Range) or a downloaded one."""
+
+    name: str
+
+    def read(self, start: int, stop: int) -> bytes:
+        """Bytes ``start`` to ``stop`` (exclusive) of the file."""
+        ...
+
+
+@dataclass(frozen=True)
+class _TensorSpan:
+    """Where one tensor lies in a safetensors file (absolute byte offsets) and how to decode it."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    start: int
+    stop: int
+
+
+class _LocalFile:
+    """A file on disk, read by byte ranges."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        self.path = path
+        self.name = name
+
+    def read(self, start: int, stop: int) -> bytes:
+        """Bytes ``start`` to ``stop`` (exclusive); short at the end of the file."""
+        with self.path.open("rb") as f:
+            f.seek(start)
+            return f.read(stop - start)
+
+
+class _HubFile:
+    """One file of a Hub repository at a fixed commit, read by HTTP Range requests.
+
+    Each read GETs the file's resolve URL (honouring HF_ENDPOINT) with a ``Range`` header and
+    huggingface_hub's headers (token, user agent), through huggingface_hub's shared client with its retries,
+    as its HfFileSystem does for seek/read; the Hub redirects to its CDN or Xet bridge, both of which answer
+    ranges with 206, and the client drops the token on a redirect off the Hub. Pinning the commit keeps
+    every range of every file from one revision even if the branch moves meanwhile.
+    """
+
+    def __init__(self, repo_id: str, name: str, commit: str, token: str | None, advice: _Advice) -> None:
+        self.repo_id = repo_id
+        self.name = name
+        self.commit = commit
+        self.token = token
+        self.advice = advice
+        self.url = hf_hub_url(repo_id, name, revision=commit)
+
+    def read(self, start: int, stop: int) -> bytes:
+        """Bytes ``start`` to ``stop`` (exclusive); a failure is a :class:`ToolError` naming the file."""
+        if stop <= start:
+            return b""
+        headers = build_hf_headers(token=self.token, library_name="docvec")
+        headers["Range"] = f"bytes={start}-{stop - 1}"
+        # the bytes as stored: offsets in a compressed body would mean nothing
+        headers["Accept-Encoding"] = "identity"
+        logger.debug("reading bytes %d-%d of %s", start, stop - 1, self.name)
+        try:
+            with http_stream_backoff(
+                "GET", self.url, headers=headers, timeout=hf_constants.HF_HUB_DOWNLOAD_TIMEOUT
+            ) as response:
+                hf_raise_for_status(response)
+                if response.status_code == 206:
+                    data = response.read()
+                else:
+                    data = _slice_of_whole(response.iter_bytes(), start, stop, self.name)
+        except Exception as exc:  # huggingface_hub, httpx and OS errors: none may escape
+            raise ToolError(
+                _failure_message(exc, self.repo_id, self.name, self.commit, self.advice, verb="read")
+            ) from exc
+        if len(data) != stop - start:
+            raise ToolError(
+                f"could not read {self.name} from https://huggingface.co/{self.repo_id} (revision "
+                f"{self.commit}): asked for bytes {start}-{stop - 1}, got {len(data)} bytes. Try again "
+                f"later, {self.advice.otherwise}."
+            )
+        return data
+
+
+def _slice_of_whole(chunks: Any, start: int, stop: int, name: str) -> bytes:
+    """Bytes ``start`` to ``stop`` of a response that ignored the Range header and sends the whole file:
+    read up to ``stop`` only (the rest of a multi-GB shard is never fetched), keeping nothing before
+    ``start``, so memory stays at the size of the slice."""
+    logger.warning("the server ignored a Range request for %s: reading the file up to byte %d", name, stop)
+    out = bytearray()
+    pos = 0
+    for chunk in chunks:
+        lo, hi = max(start - pos, 0), min(stop - pos, len(chunk))
+        if lo < hi:
+            out += chunk[lo:hi]
+        pos += len(chunk)
+        if pos >= stop:
+            break
+    return bytes(out)
+
+
+def _head_root(model: RegistryModel, docvec_cache_dir: Path) -> Path:
+    """The folder of ``model``'s heads in docvec's cache: ``<commit>/multivector-head.gguf`` and
+    ``refs/<revision>`` (the commit the revision resolved to at the last pull)."""
+    return docvec_cache_dir / "models" / model.name
+
+
+def _ref_file(root: Path, revision: str) -> Path:
+    # a revision may contain "/" (a branch like "refs/pr/1"): one file name, as the HF cache quotes it
+    return root / "refs" / revision.replace("/", "--")
+
+
+def _cached_head(root: Path, revision: str) -> Path | None:
+    """The head the last pull of ``revision`` wrote, or ``None``; reads the disk only."""
+    try:
+        commit = _ref_file(root, revision).read_text().strip()
+    except OSError:
+        return None
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return None
+    path = root / commit / HEAD_FILE_NAME
+    return path if path.is_file() else None
+
+
+def _write_ref(root: Path, revision: str, commit: str) -> None:
+    ref = _ref_file(root, revision)
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    tmp = ref.with_name(f".{ref.name}.tmp")
+    tmp.write_text(commit)
+    os.replace(tmp, ref)  # a reader never sees half a commit hash
+
+
+def _head_advice(model: RegistryModel) -> _Advice:
+    return _Advice(
+        otherwise=(
+            f"or go without the multi-vector head: `docvec models pull {model.name} --no-head` (the language "
+            f"model and vision encoder are in place; single-vector embeddings work without the head)"
+        ),
+        missing="docvec needs an update for the checkpoint's new layout",
+    )
+
+
+def _pull_head(
+    model: RegistryModel, cache_dir: Path | None, docvec_cache_dir: Path, token: str | None
+) -> Path:
+    """Get ``model``'s multi-vector head into docvec's cache (or find it there) and return its path."""
+    assert model.head_repo is not None
+    repo, revision = model.head_repo, model.head_revision
+    advice = _head_advice(model)
+    root = _head_root(model, docvec_cache_dir)
+    cached = _cached_head(root, revision)
+    if hf_constants.is_offline_mode():
+        if cached is not None:
+            return cached
+        raise ToolError(
+            f"could not get the multi-vector head of {model.name} from https://huggingface.co/{repo} "
+            f"(revision {revision}): it is not in docvec's cache ({root}) and offline mode is on "
+            f"(HF_HUB_OFFLINE is set). Unset HF_HUB_OFFLINE and check the network, {advice.otherwise}."
+        )
+    # The commit the revision points at now: the head is cached under it, and every file is read at it.
+    # With a head here already, one quick try, as hf_hub_download does before falling back to its cache.
+    try:
+        meta = get_hf_file_metadata(
+            hf_hub_url(repo, model.head_index, revision=revision),
+            token=token,
+            library_name="docvec",
+            retry_on_errors=cached is None,
+        )
+    except Exception as exc:  # huggingface_hub, httpx and OS errors: none may escape
+        if cached is not None and not isinstance(exc, (RemoteEntryNotFoundError, RevisionNotFoundError)):
+            # as hf_hub_download does for a file in its cache: a Hub out of reach leaves the last pull usable
+            logger.warning("could not check %s for a newer head (%s); using %s", repo, exc, cached)
+            return cached
+        raise ToolError(_failure_message(exc, repo, model.head_index, revision, advice)) from exc
+    commit = meta.commit_hash
+    if commit is None or not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise ToolError(
+            f"could not get the multi-vector head of {model.name}: https://huggingface.co/{repo} "
+            f"(revision {revision}) answered without a commit hash for {model.head_index}, so it is no "
+            f"Hugging Face Hub (check HF_ENDPOINT and any proxy), {advice.otherwise}."
+        )
+    path = root / commit / HEAD_FILE_NAME
+    if not path.is_file():
+        try:
+            weight, bias, source = _fetch_head(model, commit, cache_dir, token, advice)
+        except _HeadError as exc:
+            raise ToolError(
+                f"could not build the multi-vector head of {model.name} from https://huggingface.co/{repo} "
+                f"(revision {commit}): {exc}; docvec's registry entry is out of date, {advice.otherwise}."
+            ) from None
+        try:
+            write_head(path, weight, bias, source=source)
+        except OSError as exc:
+            raise ToolError(
+                f"could not write the multi-vector head to {path}: {exc}. Check free disk space and that "
+                f"docvec's cache folder (DOCVEC_CACHE_DIR) is writable, {advice.otherwise}."
+            ) from exc
+        logger.info("multi-vector head of %s written to %s", model.name, path)
+    _write_ref(root, revision, commit)
+    return path
+
+
+def _fetch_head(
+    model: RegistryModel, commit: str, cache_dir: Path | None, token: str | None, advice: _Advice
+) -> tuple[_Array, _Array, str]:
+    """Read the base head out of the checkpoint at ``commit`` and merge the adapter's LoRA for it.
+
+    Returns the weight [dim, width], the bias [dim] (float32) and a ``source`` line for the head file.
+    """
+    assert model.head_repo is not None
+    repo = model.head_repo
+    index_path = _download(repo, model.head_index, commit, cache_dir, token, advice)
+    weight_map = _weight_map(index_path, model.head_index)
+    weight_key = _projector_key(weight_map, model.head_index)
+    bias_key = weight_key[: -len("weight")] + "bias"
+    if bias_key not in weight_map:
+        raise _HeadError(f"{model.head_index} names {weight_key} but no {bias_key}")
+    base: dict[str, _Array] = {}
+    for shard in sorted({weight_map[weight_key], weight_map[bias_key]}):
+        wanted = [k for k in (weight_key, bias_key) if weight_map[k] == shard]
+        base.update(_read_tensors(_HubFile(repo, shard, commit, token, advice), wanted))
+    weight, bias = base[weight_key], base[bias_key]
+    if weight.ndim != 2 or bias.shape != (weight.shape[0],):
+        raise _HeadError(f"{weight_key} is {list(weight.shape)} and {bias_key} {list(bias.shape)}")
+    shards = ", ".join(sorted({weight_map[weight_key], weight_map[bias_key]}))
+    where = f"{repo}@{commit}: {weight_key} from {shards}"
+    if model.head_adapter is None:
+        return weight, bias, f"{where}; no adapter"
+    adapter = model.head_adapter.strip("/")
+    config_name, tensors_name = f"{adapter}/adapter_config.json", f"{adapter}/adapter_model.safetensors"
+    scale, r, alpha = _lora_scale(_download(repo, config_name, commit, cache_dir, token, advice), config_name)
+    adapter_file = _open_adapter(repo, tensors_name, commit, cache_dir, token, advice)
+    header = _safetensors_header(adapter_file)
+    a_key = _lora_key(header, model.head_task, tensors_name)
+    if a_key is None:
+        # the adapter leaves the head alone (it may fine-tune the decoder only): the base head is the head
+        return weight, bias, f"{where}; {tensors_name} has no LoRA for {_PROJECTOR}: base head as is"
+    b_key = a_key.replace("lora_A", "lora_B")
+    if b_key not in header:
+        raise _HeadError(f"{tensors_name} has {a_key} but no {b_key}")
+    # PEFT's lora_bias=True gives lora_B a bias of its own, scaled like the product; jina's has none
+    b_bias_key = b_key[: -len("weight")] + "bias" if b_key.endswith(".weight") else ""
+    keys = [a_key, b_key, *([b_bias_key] if b_bias_key in header else [])]
+    lora = _read_tensors(adapter_file, keys, header)
+    lora_a, lora_b = lora[a_key], lora[b_key]
+    # A is [r, width], B is [dim, r] (PEFT's nn.Linear layout, as W is [dim, width])
+    if (
+        lora_a.ndim != 2
+        or lora_b.ndim != 2
+        or lora_a.shape != (r, weight.shape[1])
+        or lora_b.shape != (weight.shape[0], r)
+    ):
+        raise _HeadError(
+            f"{tensors_name}: {a_key} is {list(lora_a.shape)} and {b_key} {list(lora_b.shape)}, not "
+            f"[{r}, {weight.shape[1]}] and [{weight.shape[0]}, {r}] (r={r} in {config_name}, head "
+            f"{list(weight.shape)})"
+        )
+    merged = weight + np.float32(scale) * (lora_b @ lora_a)
+    source = f"{where}; + {a_key}/lora_B of {tensors_name} merged (r={r}, alpha={alpha:g}, scale {scale:g})"
+    if b_bias_key in lora:
+        if lora[b_bias_key].shape != bias.shape:
+            raise _HeadError(
+                f"{tensors_name}: {b_bias_key} is {list(lora[b_bias_key].shape)}, not {list(bias.shape)}"
+            )
+        bias = bias + np.float32(scale) * lora[b_bias_key]
+        source += f", with {b_bias_key}"
+    return merged, bias, source
+
+
+def _weight_map(path: Path, name: str) -> dict[str, str]:
+    """The ``weight_map`` of a shard index: tensor name -> shard file name."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _HeadError(f"{name} is not readable JSON ({exc})") from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise _HeadError(f"{name} has no weight_map of tensor names to shard files")
+    return weight_map
+
+
+def _projector_key(weight_map: Mapping[str, str], index_name: str) -> str:
+    """The one tensor name that is the head's weight (``multi_vector_projector.weight``, any prefix)."""
+    suffix = f"{_PROJECTOR}.weight"
+    keys = [k for k in weight_map if k == suffix or k.endswith("." + suffix)]
+    if not keys:
+        raise _HeadError(f"{index_name} names no tensor ending in {suffix}")
+    if len(keys) > 1:
+        raise _HeadError(f"{index_name} names {len(keys)} tensors ending in {suffix}: {', '.join(keys)}")
+    return keys[0]
+
+
+def _lora_scale(path: Path, name: str) -> tuple[float, int, float]:
+    """The LoRA scale of an adapter_config.json (``lora_alpha / r``, or ``lora_alpha / sqrt(r)`` with
+    rsLoRA, as PEFT scales), with ``r`` and ``lora_alpha``."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _HeadError(f"{name} is not readable JSON ({exc})") from None
+    r = config.get("r") if isinstance(config, dict) else None
+    alpha = config.get("lora_alpha") if isinstance(config, dict) else None
+    if not isinstance(r, int) or isinstance(r, bool) or r <= 0:
+        raise _HeadError(f"{name} has no positive integer r (the LoRA rank): {r!r}")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise _HeadError(f"{name} has no number lora_alpha: {alpha!r}")
+    rslora = bool(config.get("use_rslora", False))
+    scale = alpha / math.sqrt(r) if rslora else alpha / r
+    return scale, r, float(alpha)
+
+
+def _open_adapter(
+    repo: str, name: str, commit: str, cache_dir: Path | None, token: str | None, advice: _Advice
+) -> _Readable:
+    """The adapter's safetensors: downloaded whole when small (see :data:`_WHOLE_FILE_LIMIT`), else read
+    by ranges from the Hub. Its size comes from the Hub's file metadata (a HEAD request)."""
+    try:
+        size = get_hf_file_metadata(
+            hf_hub_url(repo, name, revision=commit), token=token, library_name="docvec", retry_on_errors=True
+        ).size
+    except Exception as exc:  # huggingface_hub, httpx and OS errors: none may escape
+        raise ToolError(_failure_message(exc, repo, name, commit, advice)) from exc
+    if size is not None and size <= _WHOLE_FILE_LIMIT:
+        return _LocalFile(_download(repo, name, commit, cache_dir, token, advice), name)
+    logger.info("%s is %s bytes: reading only the head's LoRA from it", name, size)
+    return _HubFile(repo, name, commit, token, advice)
+
+
+def _lora_key(header: Mapping[str, _TensorSpan], task: str, name: str) -> str | None:
+    """The head's ``lora_A`` tensor for ``task`` in an adapter's header; ``None`` when it has none.
+
+    A multi-task adapter (jina's) names the task right after ``lora_A``
+    (``...multi_vector_projector.lora_A.retrieval.weight``); a single-task one does not
+    (``...multi_vector_projector.lora_A.weight``), and then its one LoRA is taken.
+    """
+
+    def after_lora_a(key: str) -> list[str]:
+        parts = key.split(".")
+        return parts[parts.index("lora_A") + 1 :]
+
+    found = [k for k in header if _PROJECTOR in k.split(".") and "lora_A" in k.split(".")]
+    if not found:
+        return None
+    for_task = [k for k in found if task in after_lora_a(k)]
+    if len(for_task) == 1:
+        return for_task[0]
+    if not for_task and len(found) == 1 and after_lora_a(found[0]) == ["weight"]:
+        return found[0]
+    raise _HeadError(
+        f"{name} has no single LoRA for {_PROJECTOR} and task {task!r}: it has {', '.join(sorted(found))}"
+    )
+
+
+def _safetensors_header(file: _Readable) -> dict[str, _TensorSpan]:
+    """The tensors of a safetensors file, from its header (an 8-byte little-endian length, then JSON)."""
+    head = file.read(0, 8)
+    if len(head) != 8:
+        raise _HeadError(f"{file.name} is shorter than a safetensors header")
+    (length,) = struct.unpack("<Q", head)
+    if not 2 <= length <= _MAX_HEADER:
+        raise _HeadError(f"{file.name} is not a safetensors file (header length {length})")
+    raw = file.read(8, 8 + length)
+    try:
+        header = json.loads(raw)
+    except ValueError as exc:
+        raise _HeadError(f"{file.name} has a corrupt safetensors header ({exc})") from None
+    if not isinstance(header, dict):
+        raise _HeadError(f"{file.name} has a corrupt safetensors header (not a JSON object)")
+    spans: dict[str, _TensorSpan] = {}
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        try:
+            begin, end = (int(x) for x in entry["data_offsets"])
+            spans[key] = _TensorSpan(
+                str(entry["dtype"]),
+                tuple(int(n) for n in entry["shape"]),
+                8 + length + begin,
+                8 + length + end,
+            )
+        except (KeyError, TypeError, ValueError):
+            raise _HeadError(f"{file.name}: the header entry of {key} is malformed") from None
+    return spans
+
+
+def _read_tensors(
+    file: _Readable, keys: list[str], header: Mapping[str, _TensorSpan] | None = None
+) -> dict[str, _Array]:
+    """Tensors ``keys`` of a safetensors file as float32, reading only their bytes (neighbours closer than
+    :data:`_MERGE_GAP` in one range)."""
+    spans = header if header is not None else _safetensors_header(file)
+    missing = [k for k in keys if k not in spans]
+    if missing:
+        raise _HeadError(f"{file.name} has no tensor {', '.join(missing)}")
+    ordered = sorted(keys, key=lambda k: spans[k].start)
+    out: dict[str, _Array] = {}
+    group: list[str] = []
+    for key in [*ordered, ""]:
+        if group and (not key or spans[key].start - spans[group[-1]].stop > _MERGE_GAP):
+            lo, hi = spans[group[0]].start, max(spans[k].stop for k in group)
+            data = file.read(lo, hi)
+            for k in group:
+                out[k] = _decode(spans[k], data[spans[k].start - lo : spans[k].stop - lo], k, file.name)
+            group = []
+        if key:
+            group.append(key)
+    return out
+
+
+def _decode(span: _TensorSpan, data: bytes, key: str, name: str) -> _Array:
+    """A safetensors tensor (BF16, F16 or F32, little-endian) as float32. BF16 is the upper 16 bits of a
+    float32, so widening it is a shift, exact."""
+    count = math.prod(span.shape)
+    if span.dtype == "BF16":
+        raw = np.frombuffer(data, dtype="<u2")
+        values = (raw.astype(np.uint32) << 16).view(np.float32)
+    elif span.dtype == "F16":
+        values = np.frombuffer(data, dtype="<f2").astype(np.float32)
+    elif span.dtype == "F32":
+        values = np.frombuffer(data, dtype="<f4").astype(np.float32)
+    else:
+        raise _HeadError(f"{name}: {key} is {span.dtype}; docvec reads BF16, F16 and F32")
+    if values.size != count:
+        raise _HeadError(
+            f"{name}: {key} holds {len(data)} bytes, not the {count} values of {list(span.shape)}"
+        )
+    return values.reshape(span.shape)

@@ -39,12 +39,14 @@ from ._pagestore import PageStore
 from ._provenance import check_same_vectors, embedding_info, recorded_info
 from ._records import (
     DocumentList,
+    EmbeddingInfo,
     GcReport,
     Hit,
     IngestReport,
     PagePayload,
     ReindexReport,
     SearchFilter,
+    SearchMode,
     Upload,
     VersionInfo,
     display_name,
@@ -54,7 +56,7 @@ from ._reindex import Reindexer
 from ._render import Renderer
 from ._sources import SourceDocument, save_upload
 from ._store import VERSION_RE, Filter, Store, open_store
-from ._versions import fitting_settings, list_versions, new_record, version_record
+from ._versions import Fit, fitting_settings, list_versions, new_record, version_record
 
 __all__ = ["GC_GRACE_S", "RESOLVE_EVERY", "Index"]
 
@@ -103,6 +105,7 @@ class Index(Closing):
         self._model = embedder  # what holds the loaded model, closed with the index when it is ours
         self._owns_embedder = embedder is None
         self._embedder_version: str | None = None  # the version the embedder was chosen for
+        self._fit: Fit | None = None  # what the collection's live version asks for (model, kind of pages)
         self._ingestor: Ingestor | None = None
         self._renderer: Renderer | None = None
         self._model_lock = threading.Lock()
@@ -159,19 +162,29 @@ class Index(Closing):
         version = self._version()
         with self._model_lock:
             current = self._embedder
-            if current is not None and (self._embedder_version == version or not self._owns_embedder):
-                self._embedder_version = version
+            if current is not None and self._embedder_version == version and self._fit is not None:
                 return current
             record = version_record(self._store, version) if version is not None else None
-            if current is not None and (
-                record is None or embedding_info(current).key == record.embedding.key
-            ):
+            fit = fitting_settings(
+                self.settings, record, follow=current is not None and self._fit is not None
+            )
+            self._fit = fit
+            if current is not None and not self._owns_embedder:
+                self._embedder_version = version  # the caller's model: the checks say if it does not fit
+                return current
+            if current is not None and (record is None or self._info(current).key == record.embedding.key):
                 self._embedder_version = version
                 return current
-            model, embed = fitting_settings(self.settings, record, follow=current is not None)
-            self._use(self._load(model, embed), version)
+            self._use(self._load(fit.model, fit.embed), version)
             assert self._embedder is not None
             return self._embedder
+
+    def _info(self, embedder: Embedder) -> EmbeddingInfo:
+        """What identifies the pages ``embedder`` makes for this collection (its kind of pages included)."""
+        fit = self._fit
+        if fit is None or not fit.multivector:
+            return embedding_info(embedder)
+        return embedding_info(embedder, multivector=True, token_pool=fit.token_pool)
 
     def _load(self, model: str, embed: EmbedSettings) -> Embedder:
         """The embedder for ``model`` with ``embed``: a view of the loaded model when only the vector size
@@ -214,9 +227,15 @@ class Index(Closing):
         embedder = self.embedder
         with self._model_lock:
             version = self._version()
+            info = self._info(embedder)
             if version is None:
-                record = new_record(embedding_info(embedder), self.settings.model, building=False)
-                self._store.ensure_collection(self.collection, embedder.dim, record.model_dump(mode="json"))
+                record = new_record(info, self.settings.model, building=False)
+                self._store.ensure_collection(
+                    self.collection,
+                    embedder.dim,
+                    record.model_dump(mode="json"),
+                    tokens=embedder.head_dim if info.multivector else None,
+                )
                 version = self._version(refresh=True)
                 assert version is not None
             ingestor = self._ingestor
@@ -231,7 +250,15 @@ class Index(Closing):
                         timeout_s=render.timeout_s,
                         memory_limit=render.max_memory_mb * MB,
                     )
-                ingestor = Ingestor(embedder, self._store, self.pages, self._renderer, collection=version)
+                ingestor = Ingestor(
+                    embedder,
+                    self._store,
+                    self.pages,
+                    self._renderer,
+                    collection=version,
+                    multivector=info.multivector,
+                    token_pool=info.token_pool,
+                )
                 self._ingestor = ingestor
             return ingestor
 
@@ -314,15 +341,27 @@ class Index(Closing):
             already_indexed=not report.documents_indexed,
         )
 
-    def search(self, query: str, k: int = 5, filter: SearchFilter | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        filter: SearchFilter | None = None,
+        *,
+        mode: SearchMode | Literal["auto"] | None = None,
+        prefetch: int | None = None,
+    ) -> list[Hit]:
         """The ``k`` pages (1..100) that best match ``query``, best first, among those ``filter`` admits.
 
+        ``mode`` (default: ``settings.search_mode``) is ``dense``, ``multi`` or ``hybrid`` (the dense
+        vector's best ``prefetch`` pages reranked by MaxSim), or ``auto`` (:meth:`search_mode` says which).
         The query and ``k`` are checked before the model is loaded. Searching a collection nothing was
         indexed into raises :class:`~docvec.CollectionNotFoundError` saying so, and one whose vectors
         another model (or vector size) made :class:`~docvec.CollectionMismatchError`. A search under way
         while the collection is switched to a new version is answered by one version or the other, whole.
         """
         _search.check_query(query, k)
+        if prefetch is not None and not 1 <= prefetch <= 10_000:
+            raise InputError(f"prefetch must be from 1 to 10000 pages, not {prefetch}")
         for attempt in range(2):
             version = self._version(refresh=attempt > 0)
             if version is None:
@@ -340,14 +379,42 @@ class Index(Closing):
                     for_search=True,
                 )
                 self._search_checked = version
+            chosen = self.search_mode(mode)
             try:
-                return _search.search(embedder, self._store, version, query, k=k, flt=filter)
+                return _search.search(
+                    embedder,
+                    self._store,
+                    version,
+                    query,
+                    k=k,
+                    flt=filter,
+                    mode=chosen,
+                    prefetch=prefetch or self.settings.prefetch,
+                )
             except (CollectionNotFoundError, ModelError):
                 # the version was dropped, or the model replaced, between the lookup and the search: once
                 # more with what is live now
                 if attempt:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def search_mode(self, mode: SearchMode | Literal["auto"] | None = None) -> SearchMode:
+        """The mode a search with ``mode`` (default: ``settings.search_mode``) runs in: ``auto`` is hybrid
+        on a multi-vector collection and dense otherwise; ``multi`` and ``hybrid`` need a multi-vector
+        collection (:class:`~docvec.InputError` otherwise)."""
+        wanted = mode or self.settings.search_mode
+        version = self._version()
+        multi = version is not None and self._store.token_dim(version) is not None
+        if wanted == "auto":
+            return "hybrid" if multi else "dense"
+        if wanted not in ("dense", "multi", "hybrid"):
+            raise InputError(f"search mode must be auto, dense, multi or hybrid, not {wanted!r}")
+        if wanted != "dense" and not multi:
+            raise InputError(
+                f"collection {self.collection!r} is single-vector: search mode {wanted!r} needs a "
+                "multi-vector collection (`docvec reindex --multivector` makes one from it)"
+            )
+        return wanted
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
         """Indexed documents ordered by source path, ``limit`` of them from ``offset``, with the total."""
@@ -424,13 +491,16 @@ class Index(Closing):
         model: str | None = None,
         dim: int | None = None,
         max_pixels: int | None = None,
+        multivector: bool | None = None,
+        token_pool: int | None = None,
         drop_old: bool = False,
         progress: ProgressFn | None = None,
         settle: float | None = None,
     ) -> ReindexReport:
-        """Build a new version of the collection with another ``model``, vector size ``dim`` or page budget
-        ``max_pixels`` (unset: the live version's, or what the settings name explicitly) from what the
-        index holds, and switch to it once it is complete; searches read the old version until then.
+        """Build a new version of the collection with another ``model``, vector size ``dim``, page budget
+        ``max_pixels``, kind of pages (``multivector``, ``token_pool``) (unset: the live version's, or what
+        the settings name explicitly) from what the index holds, and switch to it once it is complete;
+        searches read the old version until then.
 
         A reindex interrupted at any point resumes when run again with the same settings; ``drop_old``
         removes the old version (and the page images only it used) after the switch. ``settle`` is how
@@ -444,13 +514,13 @@ class Index(Closing):
                     f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
                     "nothing to reindex"
                 )
-            base_model, base_embed = fitting_settings(
-                self.settings, version_record(self._store, version), follow=False
-            )
+            base = fitting_settings(self.settings, version_record(self._store, version), follow=False)
             changes = {key: v for key, v in (("dim", dim), ("max_pixels", max_pixels)) if v is not None}
-            target_model = model or base_model
+            target_model = model or base.model
+            multi = base.multivector if multivector is None else multivector
+            pool = base.token_pool if token_pool is None else token_pool
             with self._model_lock:
-                target = self._load(target_model, base_embed.model_copy(update=changes))
+                target = self._load(target_model, base.embed.model_copy(update=changes))
             render = self.settings.render
             renderer = Renderer(
                 workers=render.workers,
@@ -468,6 +538,8 @@ class Index(Closing):
                     target,
                     collection=self.collection,
                     model=target_model,
+                    multivector=multi,
+                    token_pool=pool,
                     progress=progress,
                 ).run(write_lock=self._write_lock, settle=settle, drop_old=drop_old)
             except BaseException:
@@ -478,6 +550,7 @@ class Index(Closing):
                 renderer.close()
             with self._model_lock:
                 if report.switched:
+                    self._fit = Fit(target_model, target.settings, multi, pool)
                     self._use(target, self._version(refresh=True))
                 elif not target.is_view and target is not self._model:
                     target.close()

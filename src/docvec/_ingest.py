@@ -28,7 +28,16 @@ import numpy as np
 from pydantic_core import to_jsonable_python
 
 from ._embed import Embedder
-from ._errors import DiskFullError, InputError, PageStoreError, RenderError, StoreError, StoreUnavailableError
+from ._errors import (
+    DiskFullError,
+    InputError,
+    ModelError,
+    PageStoreError,
+    RenderError,
+    StoreError,
+    StoreUnavailableError,
+)
+from ._mvhead import pool_tokens
 from ._pagestore import PageStore
 from ._provenance import check_same_vectors, embedding_info, recorded_info
 from ._records import IngestFailure, IngestReport, PagePayload
@@ -81,14 +90,29 @@ class Ingestor:
     """
 
     def __init__(
-        self, embedder: Embedder, store: Store, pages: PageStore, renderer: Renderer, *, collection: str
+        self,
+        embedder: Embedder,
+        store: Store,
+        pages: PageStore,
+        renderer: Renderer,
+        *,
+        collection: str,
+        multivector: bool = False,
+        token_pool: int = 1,
     ) -> None:
         self.embedder = embedder
         self.store = store
         self.pages = pages
         self.renderer = renderer
         self.collection = collection
-        self.info = embedding_info(embedder)
+        self.info = embedding_info(embedder, multivector=multivector, token_pool=token_pool)
+        if multivector and not embedder.has_multivector:
+            folder = embedder.files.language_model.parent
+            raise ModelError(
+                f"collection {collection!r} is multi-vector, and the model {folder} has no multi-vector "
+                "head: `docvec models convert` one from a checkpoint that has it, or `docvec models pull "
+                "jina-v4`"
+            )
         check_same_vectors(
             recorded_info(store, collection),
             self.info,
@@ -270,12 +294,12 @@ class Ingestor:
                 failed.append(IngestFailure(path=str(path), page=item.number, reason=item.reason))
             else:
                 try:
-                    vec = self.embedder.embed_images([item.image])[0]
+                    vec, tokens = self._embed(item)
                 except InputError as e:
                     log.warning("%s: page %d: %s", path, item.number, e.reason)
                     failed.append(IngestFailure(path=str(path), page=item.number, reason=e.reason))
                 else:
-                    batch.append(self._point(document, item, vec, tags, now))
+                    batch.append(self._point(document, item, vec, tags, now, tokens))
             if len(batch) >= BATCH:
                 self.store.upsert(self.collection, batch)
                 written += len(batch)
@@ -303,8 +327,21 @@ class Ingestor:
         self.store.set_payload(self.collection, Filter(doc_ids=(document.doc_id,)), finish)
         return IngestReport(pages_failed=len(failed), failures=failed), written - state.written
 
+    def _embed(self, page: RenderedPage) -> tuple[np.ndarray, np.ndarray | None]:
+        """A page's dense vector, and its token vectors (pooled) in a multi-vector collection."""
+        if not self.info.multivector:
+            return self.embedder.embed_images([page.image])[0], None
+        dense, tokens = self.embedder.embed_images_multi([page.image])
+        return dense[0], pool_tokens(tokens[0], self.info.token_pool)
+
     def _point(
-        self, document: SourceDocument, page: RenderedPage, vec: np.ndarray, tags: list[str], now: datetime
+        self,
+        document: SourceDocument,
+        page: RenderedPage,
+        vec: np.ndarray,
+        tags: list[str],
+        now: datetime,
+        tokens: np.ndarray | None = None,
     ) -> Point:
         """A page's point, its image in the page store, marked as being written."""
         stored = self.pages.put(page.image)
@@ -330,6 +367,7 @@ class Ingestor:
             id=point_id(document.doc_id, page.number, self.info.key),
             vector=vec,
             payload=payload.model_dump(mode="json"),
+            tokens=tokens,
         )
 
     def _state(self, doc_id: str) -> _DocState:

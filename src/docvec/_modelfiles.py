@@ -1,7 +1,12 @@
-"""Finding and checking a model's two GGUF files before llama.cpp sees them.
+"""Finding and checking a model's two GGUF files (and its multi-vector head) before llama.cpp sees them.
 
 llama.cpp reports a bad file as a null handle and a log line; checking the header here first turns a
 missing, truncated or mismatched file into an error that names the file and says what is wrong.
+
+A model folder may also hold the multi-vector head, ``multivector-head.gguf`` (:mod:`docvec._mvhead`;
+``general.architecture`` ``docvec.mvhead``): it is neither a language model nor an mmproj, and becomes
+:attr:`ModelFiles.head`. Its header is checked here (a GGUF, a head, as wide as the language model); its
+tensors when the embedder loads it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ._errors import ModelFileError, ModelMismatchError, ModelNotFoundError
+from ._mvhead import ARCHITECTURE as HEAD_ARCHITECTURE
+from ._mvhead import FILE_NAME as HEAD_FILE
 
 __all__ = ["GGUFInfo", "ModelFiles", "inspect_pair", "read_gguf_info", "resolve_model"]
 
@@ -44,10 +51,12 @@ class GGUFInfo:
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """A language model GGUF and the vision encoder (mmproj) GGUF that belongs to it."""
+    """A language model GGUF and the vision encoder (mmproj) GGUF that belongs to it; ``head``, the
+    multi-vector head beside them (:mod:`docvec._mvhead`), when the model has one."""
 
     language_model: Path
     mmproj: Path
+    head: Path | None = None
 
 
 def read_gguf_info(path: Path) -> GGUFInfo:
@@ -170,9 +179,11 @@ def _read_header(f: BinaryIO) -> tuple[dict[str, Any], int]:
     return meta, data_start + max(ends, default=0)
 
 
-def _pair(lm: GGUFInfo, mmproj: GGUFInfo) -> ModelFiles:
+def _pair(lm: GGUFInfo, mmproj: GGUFInfo, head: GGUFInfo | None = None) -> ModelFiles:
     if lm.is_mmproj:
         raise ModelFileError(lm.path, "this is a vision encoder (mmproj), not a language model")
+    if _is_head(lm):
+        raise ModelFileError(lm.path, "this is a multi-vector head, not a language model")
     if not mmproj.is_mmproj:
         raise ModelFileError(mmproj.path, f"this is a '{mmproj.architecture}' language model, not an mmproj")
     if not mmproj.metadata.get("clip.has_vision_encoder", False):
@@ -183,11 +194,41 @@ def _pair(lm: GGUFInfo, mmproj: GGUFInfo) -> ModelFiles:
             f"{mmproj.path} does not belong to {lm.path}: the vision encoder outputs {b}-wide embeddings, "
             f"the language model takes {a}"
         )
-    return ModelFiles(language_model=lm.path, mmproj=mmproj.path)
+    if head is not None:
+        _check_head(head, lm)
+    return ModelFiles(language_model=lm.path, mmproj=mmproj.path, head=head.path if head else None)
+
+
+def _is_head(info: GGUFInfo) -> bool:
+    return info.architecture == HEAD_ARCHITECTURE
+
+
+def _check_head(head: GGUFInfo, lm: GGUFInfo) -> None:
+    """The header of a multi-vector head: a head, and as wide as the language model's hidden states."""
+    if not _is_head(head):
+        raise ModelFileError(
+            head.path,
+            f"not a multi-vector head (architecture {head.architecture!r}, not {HEAD_ARCHITECTURE!r})",
+        )
+    width = head.metadata.get(f"{HEAD_ARCHITECTURE}.width")
+    if not isinstance(width, int):
+        raise ModelFileError(head.path, f"the multi-vector head has no {HEAD_ARCHITECTURE}.width")
+    if width != lm.embedding_length:
+        raise ModelMismatchError(
+            f"{head.path} does not belong to {lm.path}: the multi-vector head takes {width}-wide hidden "
+            f"states, the language model gives {lm.embedding_length}"
+        )
+
+
+def _head_beside(lm: Path) -> GGUFInfo | None:
+    """The header of ``multivector-head.gguf`` in the language model's folder, if there is one."""
+    path = lm.parent / HEAD_FILE
+    return read_gguf_info(path) if path.exists() else None
 
 
 def inspect_pair(files: ModelFiles) -> tuple[GGUFInfo, GGUFInfo]:
-    """Check that ``files`` are a language model and the mmproj that belongs to it; return both headers."""
+    """Check that ``files`` are a language model and the mmproj that belongs to it; return both headers.
+    (The head, ``files.head``, is checked by the embedder when it loads it.)"""
     lm, mm = read_gguf_info(files.language_model), read_gguf_info(files.mmproj)
     _pair(lm, mm)
     return lm, mm
@@ -199,16 +240,23 @@ def resolve_model(spec: str | Path, *, find_registered: Any = None) -> tuple[Mod
     ``spec`` is a folder holding one language model GGUF and one mmproj GGUF, a pair
     ``"LM.gguf,MMPROJ.gguf"``, or a registry name; ``find_registered(name)`` returns the cached files of a
     registry name, or None when it is not a name it knows.
+
+    The multi-vector head, :attr:`ModelFiles.head`: in a folder, the GGUF whose architecture is
+    ``docvec.mvhead`` (at most one); for a pair, ``multivector-head.gguf`` in the language model's folder;
+    for a registry name, the head it returns, else ``multivector-head.gguf`` beside its language model.
+    None when there is none. A head that is not readable, not a head, or of another width is an error
+    naming the file (:class:`ModelFileError`, :class:`ModelMismatchError` for the width).
     """
     text = str(spec)
     if "," in text:
         lm_s, mm_s = (s.strip() for s in text.split(",", 1))
         lm, mm = read_gguf_info(Path(lm_s).expanduser()), read_gguf_info(Path(mm_s).expanduser())
-        return _pair(lm, mm), lm, mm
+        return _pair(lm, mm, _head_beside(lm.path)), lm, mm
     path = Path(text).expanduser()
     if path.is_dir():
         infos = [read_gguf_info(p) for p in sorted(path.glob("*.gguf"))]
-        lms = [i for i in infos if not i.is_mmproj]
+        heads = [i for i in infos if _is_head(i)]
+        lms = [i for i in infos if not i.is_mmproj and not _is_head(i)]
         mms = [i for i in infos if i.is_mmproj]
         if len(lms) != 1 or len(mms) != 1:
             found = ", ".join(p.path.name for p in infos) or "no .gguf files"
@@ -216,7 +264,12 @@ def resolve_model(spec: str | Path, *, find_registered: Any = None) -> tuple[Mod
                 f"{path}: a model folder holds exactly one language model GGUF and one mmproj GGUF "
                 f"(found {found}); name the pair as 'LM.gguf,MMPROJ.gguf' to choose"
             )
-        return _pair(lms[0], mms[0]), lms[0], mms[0]
+        if len(heads) > 1:
+            raise ModelNotFoundError(
+                f"{path}: a model folder holds at most one multi-vector head "
+                f"(found {', '.join(h.path.name for h in heads)})"
+            )
+        return _pair(lms[0], mms[0], heads[0] if heads else None), lms[0], mms[0]
     looks_like_path = path.suffix == ".gguf" or "/" in text or "\\" in text or text.startswith((".", "~"))
     if looks_like_path or path.exists():
         raise ModelNotFoundError(
@@ -232,4 +285,5 @@ def resolve_model(spec: str | Path, *, find_registered: Any = None) -> tuple[Mod
             f"for a registry model run `docvec models pull {text}` first"
         )
     lm, mm = read_gguf_info(files.language_model), read_gguf_info(files.mmproj)
-    return _pair(lm, mm), lm, mm
+    head = read_gguf_info(files.head) if files.head is not None else _head_beside(lm.path)
+    return _pair(lm, mm, head), lm, mm

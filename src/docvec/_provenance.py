@@ -16,9 +16,10 @@ from ._versions import page_info, version_record
 __all__ = ["check_same_vectors", "embedding_info", "recorded_info", "same_model", "truncated_info"]
 
 
-def embedding_info(embedder: Embedder) -> EmbeddingInfo:
-    """What identifies the vectors ``embedder`` makes (model files, vector size, image bounds)."""
-    fields = {
+def embedding_info(embedder: Embedder, *, multivector: bool = False, token_pool: int = 1) -> EmbeddingInfo:
+    """What identifies the vectors ``embedder`` makes (model files, vector size, image bounds), and, with
+    ``multivector``, the token vectors of its head (averaged ``token_pool`` at a time)."""
+    fields: dict[str, object] = {
         "profile": embedder.profile.name,
         "model": embedder.files.language_model.name,
         "mmproj": embedder.files.mmproj.name,
@@ -26,18 +27,28 @@ def embedding_info(embedder: Embedder) -> EmbeddingInfo:
         "min_pixels": embedder.bounds.min_pixels,
         "max_pixels": embedder.bounds.max_pixels,
     }
+    if multivector:
+        fields |= {"multivector": True, "token_pool": token_pool}
     return _with_key(fields)
 
 
 def _with_key(fields: dict[str, object]) -> EmbeddingInfo:
-    key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+    # the multi-vector fields count only when set: every single-vector key stays what it was before them
+    hashed = {
+        k: v for k, v in fields.items() if k not in ("multivector", "token_pool") or fields.get("multivector")
+    }
+    key = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:16]
     return EmbeddingInfo(**fields, key=key)  # type: ignore[arg-type]
 
 
-def truncated_info(info: EmbeddingInfo, dim: int) -> EmbeddingInfo:
+def truncated_info(info: EmbeddingInfo, dim: int, *, multivector: bool | None = None) -> EmbeddingInfo:
     """What describes ``info``'s vectors truncated to their first ``dim`` numbers (and re-normalised):
-    exactly the vectors the same model makes at that size (Matryoshka)."""
-    return _with_key(info.model_dump(exclude={"key"}) | {"dim": dim})
+    exactly the vectors the same model makes at that size (Matryoshka); with ``multivector`` False, without
+    their token vectors."""
+    fields = info.model_dump(exclude={"key"}) | {"dim": dim}
+    if multivector is False:
+        fields |= {"multivector": False, "token_pool": 1}
+    return _with_key(fields)
 
 
 def same_model(a: EmbeddingInfo, b: EmbeddingInfo) -> bool:
@@ -57,6 +68,8 @@ def recorded_info(store: Store, collection: str) -> EmbeddingInfo | None:
 
 def _describe(info: EmbeddingInfo, *, pages: bool) -> str:
     text = f"{info.profile} ({info.model}, {info.dim}-d"
+    if info.multivector:
+        text += ", multi-vector" + (f" pooled by {info.token_pool}" if info.token_pool > 1 else "")
     return text + (f", pages at {info.min_pixels}..{info.max_pixels} pixels)" if pages else ")")
 
 

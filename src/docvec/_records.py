@@ -39,6 +39,7 @@ __all__ = [
     "PagePayload",
     "ReindexReport",
     "SearchFilter",
+    "SearchMode",
     "Upload",
     "VersionInfo",
     "VersionRecord",
@@ -119,6 +120,8 @@ class EmbeddingInfo(BaseModel):
     dim: int = Field(description="Vector size.")
     min_pixels: int
     max_pixels: int
+    multivector: bool = Field(False, description="Whether pages also have token vectors (multi-vector head).")
+    token_pool: int = Field(1, description="Consecutive token vectors averaged into one (1: none).")
     key: str = Field(description="Short hash of all of the above.")
 
 
@@ -300,6 +303,9 @@ class GcReport(BaseModel):
 
 # -- search --------------------------------------------------------------------------------------------
 
+
+#: How a search scores pages (see docvec._search.search); ``auto`` picks hybrid on a multi-vector collection.
+SearchMode = Literal["dense", "multi", "hybrid"]
 
 #: The keys ``--filter`` and ``GET /search`` take, and what each means.
 FILTER_KEYS = {
@@ -485,3 +491,8 @@ class EmbeddingRecord(BaseModel):
     kind: Literal["query", "passage", "image"] = Field(description="What was embedded.")
     input: str = Field(description="The text, or the image's path.")
     vector: list[float] = Field(description="The embedding: unit L2 norm, `dim` numbers.")
+    tokens: list[list[float]] | None = Field(
+        default=None,
+        description="With `--multivector`: one vector per token of the input (prompt and template included), "
+        "each of unit L2 norm (128 numbers for jina-embeddings-v4).",
+    )

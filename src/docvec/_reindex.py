@@ -73,6 +73,8 @@ class Reindexer:
         *,
         collection: str,
         model: str,
+        multivector: bool = False,
+        token_pool: int = 1,
         progress: ProgressFn | None = None,
     ) -> None:
         self.store = store
@@ -81,7 +83,7 @@ class Reindexer:
         self.embedder = embedder
         self.collection = collection
         self.model = model
-        self.info = embedding_info(embedder)
+        self.info = embedding_info(embedder, multivector=multivector, token_pool=token_pool)
         self.progress = progress
         self.report = ReindexReport(collection=collection, old_version=None, new_version=None, switched=False)
         self._handled: set[str] = set()  # documents this run has brought over (or reported as lost)
@@ -114,7 +116,15 @@ class Reindexer:
             return report
         new = self._target_version(old)
         report.new_version = new
-        ingestor = Ingestor(self.embedder, self.store, self.pages, self.renderer, collection=new)
+        ingestor = Ingestor(
+            self.embedder,
+            self.store,
+            self.pages,
+            self.renderer,
+            collection=new,
+            multivector=self.info.multivector,
+            token_pool=self.info.token_pool,
+        )
         self._pass(old, new, ingestor, old_info, final=False)
         with write_lock if write_lock is not None else contextlib.nullcontext():
             if self.store.live(self.collection) != old:
@@ -159,7 +169,10 @@ class Reindexer:
             )
         record = new_record(self.info, self.model, building=True, built_from=old)
         version = self.store.create_version(
-            self.collection, self.embedder.dim, record.model_dump(mode="json")
+            self.collection,
+            self.embedder.dim,
+            record.model_dump(mode="json"),
+            tokens=self.embedder.head_dim if self.info.multivector else None,
         )
         log.info("building %s of %r from %s", version, self.collection, old)
         return version
@@ -270,7 +283,7 @@ class Reindexer:
         elif self._unchanged(document):
             result = ingestor.ingest(document, tags=tags, progress=on_page, ingested_at=ingested_at)
             self._count(result, rendered=True)
-        elif old_info is not None and same_model(old_info, self.info) and self.info.dim <= old_info.dim:
+        elif old_info is not None and self._can_carry(old_info):
             self._carry(doc, old, new, old_info, same_budget)
         else:
             report.vanished.append(str(source))
@@ -312,11 +325,19 @@ class Reindexer:
         except RenderError:
             return False
 
+    def _can_carry(self, old_info: EmbeddingInfo) -> bool:
+        """Whether the old version's vectors stand for pages of the new one: the same model, no larger a
+        size, and token vectors (pooled alike) when the new version needs them."""
+        tokens_fit = not self.info.multivector or (
+            old_info.multivector and old_info.token_pool == self.info.token_pool
+        )
+        return same_model(old_info, self.info) and self.info.dim <= old_info.dim and tokens_fit
+
     def _carry(self, doc: _Doc, old: str, new: str, old_info: EmbeddingInfo, same_budget: bool) -> None:
         """The old vectors of a document whose file is gone, truncated to the new size, in the new
         version; their payloads say what made them (the old page budget, when it differs)."""
         dim = self.info.dim
-        info = self.info if same_budget else truncated_info(old_info, dim)
+        info = self.info if same_budget else truncated_info(old_info, dim, multivector=self.info.multivector)
         payload_info = to_jsonable_python(info)
         points = []
         for p in self.store.scroll(
@@ -324,7 +345,10 @@ class Reindexer:
         ):
             vector = normalize(p.vector[None, :], dim)[0]
             payload = p.payload | {"embedding": payload_info, "state": "complete"}
-            points.append(Point(point_id(doc.doc_id, int(p.payload["page"]), info.key), vector, payload))
+            tokens = p.tokens if self.info.multivector else None
+            points.append(
+                Point(point_id(doc.doc_id, int(p.payload["page"]), info.key), vector, payload, tokens)
+            )
         self.store.upsert(new, points)
         source = str(doc.first.get("source"))
         self.report.vanished.append(source)

@@ -7,7 +7,7 @@ import os
 
 from ._embed import Embedder
 from ._errors import InputError
-from ._records import Hit, SearchFilter, check_k
+from ._records import Hit, SearchFilter, SearchMode, check_k
 from ._store import Filter, Store
 
 __all__ = ["check_query", "search", "to_store_filter"]
@@ -83,10 +83,15 @@ def search(
     *,
     k: int = 5,
     flt: SearchFilter | None = None,
+    mode: SearchMode = "dense",
+    prefetch: int = 100,
 ) -> list[Hit]:
     """The ``k`` pages that best match ``query``, best first, among those ``flt`` admits; never a page of a
     document still being written (a new version of a file stands in for the old one once it is whole).
 
+    ``mode`` scores pages by the dense vector (``dense``), by MaxSim of the query's token vectors over
+    every page's (``multi``), or by MaxSim over the ``prefetch`` pages the dense vector finds (``hybrid``,
+    one query to the store); the last two need a multi-vector collection and a model with its head.
     Raises :class:`InputError` for a ``k`` outside 1..100 or an empty query.
     """
     check_query(query, k)
@@ -95,5 +100,13 @@ def search(
         store_flt = to_store_filter(store, collection, flt)
         if store_flt is None:
             return []
-    vector = embedder.embed_queries([query])[0]
-    return [Hit.from_payload(h.payload, h.score) for h in store.search(collection, vector, k, store_flt)]
+    if mode == "dense":
+        vector = embedder.embed_queries([query])[0]
+        found = store.search(collection, vector, k, store_flt)
+    else:
+        dense, tokens = embedder.embed_queries_multi([query])
+        if mode == "hybrid":
+            found = store.search(collection, dense[0], k, store_flt, tokens=tokens[0], prefetch=prefetch)
+        else:
+            found = store.search(collection, None, k, store_flt, tokens=tokens[0])
+    return [Hit.from_payload(h.payload, h.score) for h in found]

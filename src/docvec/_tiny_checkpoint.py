@@ -11,6 +11,12 @@ tokenizer tests (``models/ggml-vocab-qwen2.gguf``), plus the Qwen2.5-VL added to
 Weights are random with scale-preserving widths (linear weights N(0, 1/fan_in), embeddings N(0, 1), biases
 N(0, 0.1), norm weights N(1, 0.1)): the attention, MLP, bias and norm-weight paths all change the output,
 so a parity test between two implementations notices when one of them gets any of these wrong.
+
+Beside Qwen2.5-VL's own weights the checkpoint holds jina-embeddings-v4's multi-vector head under its real
+names (``multi_vector_projector.weight`` [128, text hidden], ``.bias`` [128]), initialised like the other
+linear layers: transformers' Qwen2.5-VL ignores them (reported as unexpected keys), llama.cpp's converter
+cannot map them (``docvec models convert`` exports them to a head file of their own), and the reference
+reads them straight from the safetensors file.
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from typing import Any
 
 from ._errors import ConfigError, ModelFileError, ToolError
 from ._fileio import write_atomic, write_json_atomic
+from ._mvhead import KEYS as HEAD_KEYS
 from ._profiles import JINA_V4
 
 __all__ = [
     "ADDED_TOKENS",
+    "HEAD_DIM",
     "IMAGE_MEAN",
     "IMAGE_STD",
     "QWEN2_PRETOKENIZE_REGEX",
@@ -80,6 +88,9 @@ QWEN2_PRETOKENIZE_REGEX = (
 #: Qwen2-VL's image normalisation (the OpenAI CLIP values).
 IMAGE_MEAN = (0.48145466, 0.4578275, 0.40821073)
 IMAGE_STD = (0.26862954, 0.26130258, 0.27577711)
+
+#: Size of the multi-vector head's token vectors (jina-embeddings-v4's ``multi_vector_projector_dim``).
+HEAD_DIM = 128
 
 _ID_ENDOFTEXT = 151643
 _ID_IM_END = 151645
@@ -357,13 +368,15 @@ def build_checkpoint(
 ) -> Path:
     """Write a random-weight Qwen2.5-VL checkpoint folder to ``out_dir`` and return ``out_dir``.
 
-    ``geometry`` defaults to :meth:`ModelGeometry.tiny`; ``dtype`` is ``float32``, ``float16`` or
-    ``bfloat16``. The folder holds config.json, generation_config.json, the weights (one
-    model.safetensors, or shards of at most 2 GiB with an index), tokenizer.json, tokenizer_config.json,
-    special_tokens_map.json and preprocessor_config.json (jina-embeddings-v4's pixel bounds). Weights are
-    generated tensor by tensor from ``seed`` and the tensor's name, so the same arguments give
-    byte-identical files and memory stays bounded by one shard. ``cache_dir`` keeps the rebuilt tokenizer
-    (see :func:`qwen25vl_tokenizer_json`).
+        ``geometry`` defaults to :meth:`ModelGeometry.tiny`; ``dtype`` is ``float32``, ``float16`` or
+        ``bfloat16``. The folder holds config.json, generation_config.json, the weights (one
+        model.safetensors, or shards of at most 2 GiB with an index), tokenizer.json, tokenizer_config.json,
+        special_tokens_map.json and preprocessor_config.json (jina-embeddings-v4's pixel bounds). The weights
+    include the multi-vector head (``multi_vector_projector.weight`` [128, text hidden] and ``.bias`` [128],
+    as jina-embeddings-v4 names them), which the Qwen2.5-VL model itself does not use. Weights are
+        generated tensor by tensor from ``seed`` and the tensor's name, so the same arguments give
+        byte-identical files and memory stays bounded by one shard. ``cache_dir`` keeps the rebuilt tokenizer
+        (see :func:`qwen25vl_tokenizer_json`).
     """
     geometry = ModelGeometry.tiny() if geometry is None else geometry
     if dtype not in _DTYPES:
@@ -412,7 +425,8 @@ class _TensorSpec:
 
 
 def _tensor_specs(config: Any) -> Iterator[_TensorSpec]:
-    """Every stored tensor of the architecture, named as transformers saves Qwen2.5-VL checkpoints."""
+    """Every stored tensor of the architecture, named as transformers saves Qwen2.5-VL checkpoints, and the
+    multi-vector head, named as jina-embeddings-v4 saves it."""
     import torch
     from transformers import Qwen2_5_VLForConditionalGeneration
 
@@ -436,6 +450,10 @@ def _tensor_specs(config: Any) -> Iterator[_TensorSpec]:
             else:
                 kind = "weight"
             yield _TensorSpec(name, tuple(param.shape), kind)
+    # jina-embeddings-v4's late-interaction head on the last hidden state, saved where its model saves it
+    # (top level, beside the Qwen2.5-VL weights); "weight" and "bias" give it a linear layer's scales.
+    yield _TensorSpec(HEAD_KEYS[0], (HEAD_DIM, int(config.text_config.hidden_size)), "weight")
+    yield _TensorSpec(HEAD_KEYS[1], (HEAD_DIM,), "bias")
 
 
 def _stored_name(name: str) -> str:

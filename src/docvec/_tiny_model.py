@@ -1,4 +1,5 @@
-"""The offline test model end to end: a random-weight checkpoint and the GGUFs converted from it."""
+"""The offline test model end to end: a random-weight checkpoint and the GGUFs converted from it, with its
+multi-vector head (``multivector-head.gguf``) beside them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from ._convert import OutType, convert_checkpoint
 from ._errors import ToolError
 from ._modelfiles import ModelFiles
+from ._mvhead import FILE_NAME as HEAD_FILE
 from ._toolchain import LlamaCppSource
 
 __all__ = ["REGISTRY_NAME", "TINY_NAME", "build_tiny_model", "find_tiny_model", "tiny_model_dir"]
@@ -31,23 +33,26 @@ def find_tiny_model(out_dir: Path, *, seed: int = 0, outtype: OutType = "f16") -
     """The tiny model built in ``out_dir`` with this seed and type, or ``None`` when there is none."""
     lm = out_dir / f"{TINY_NAME}-{outtype.upper()}.gguf"
     mm = out_dir / f"mmproj-{TINY_NAME}-{outtype.upper()}.gguf"
+    head = out_dir / HEAD_FILE
     try:
         stamp = json.loads((out_dir / _STAMP).read_text())
     except (OSError, ValueError):
         return None
-    if stamp == _stamp(seed, outtype) and lm.is_file() and mm.is_file():
-        return ModelFiles(lm, mm)
+    if stamp == _stamp(seed, outtype) and lm.is_file() and mm.is_file() and head.is_file():
+        return ModelFiles(lm, mm, head)
     return None
 
 
 def _stamp(seed: int, outtype: str) -> dict[str, object]:
-    return {"seed": seed, "outtype": outtype, "version": 1}
+    # version 2: the checkpoint has the multi-vector head, and the folder its head file
+    return {"seed": seed, "outtype": outtype, "version": 2}
 
 
 def build_tiny_model(
     out_dir: Path, *, cache_dir: Path, seed: int = 0, outtype: OutType = "f16"
 ) -> ModelFiles:
-    """Build (or reuse) the tiny random-weight Qwen2.5-VL under ``out_dir``: ``hf/`` plus two GGUFs.
+    """Build (or reuse) the tiny random-weight Qwen2.5-VL under ``out_dir``: ``hf/`` plus two GGUFs and the
+    multi-vector head (``multivector-head.gguf``, exported from the checkpoint by the conversion).
 
     Reused when ``out_dir`` already holds a build with the same seed and type, so the demo and the tests
     pay for it once.
@@ -70,5 +75,7 @@ def build_tiny_model(
     log.info("building the tiny test model in %s", out_dir)
     build_checkpoint(out_dir / "hf", source.qwen2_vocab, seed=seed, cache_dir=cache_dir / "tokenizers")
     files = convert_checkpoint(out_dir / "hf", out_dir, source=source, name=TINY_NAME, outtype=outtype).main
+    if files.head is None:  # the checkpoint was written with one: its export must not go missing silently
+        raise ToolError(f"converting the tiny model in {out_dir} gave no multi-vector head")
     stamp.write_text(json.dumps(_stamp(seed, outtype)))
     return files

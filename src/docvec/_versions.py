@@ -8,6 +8,7 @@ writes beside them.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +19,15 @@ from ._profiles import PROFILES
 from ._records import EmbeddingInfo, VersionInfo, VersionRecord
 from ._store import Filter, Store
 
-__all__ = ["fitting_settings", "list_versions", "model_ref", "new_record", "page_info", "version_record"]
+__all__ = [
+    "Fit",
+    "fitting_settings",
+    "list_versions",
+    "model_ref",
+    "new_record",
+    "page_info",
+    "version_record",
+]
 
 log = logging.getLogger("docvec")
 
@@ -65,18 +74,27 @@ def new_record(
     )
 
 
-def fitting_settings(
-    settings: Settings, record: VersionRecord | None, *, follow: bool
-) -> tuple[str, EmbedSettings]:
-    """The model and embedder settings to open for a collection whose live version has ``record``.
+@dataclass(frozen=True)
+class Fit:
+    """What to open a collection with: the model, the embedder settings, and the kind of pages."""
 
-    What the settings name explicitly (``DOCVEC_MODEL``, ``DOCVEC_EMBED__DIM`` ...) wins, and the record
-    fills in the rest: after ``docvec reindex --dim 512`` a plain ``docvec search`` uses 512-d queries.
-    With ``follow`` (the collection was switched to a new version while this process ran) the record
-    wins outright: a server follows its collection to the new model.
+    model: str
+    embed: EmbedSettings
+    multivector: bool
+    token_pool: int
+
+
+def fitting_settings(settings: Settings, record: VersionRecord | None, *, follow: bool) -> Fit:
+    """The model, embedder settings and kind of pages to use for a collection whose live version has
+    ``record``.
+
+    What the settings name explicitly (``DOCVEC_MODEL``, ``DOCVEC_EMBED__DIM``, ``DOCVEC_MULTIVECTOR`` ...)
+    wins, and the record fills in the rest: after ``docvec reindex --dim 512`` a plain ``docvec search``
+    uses 512-d queries. With ``follow`` (the collection was switched to a new version while this process
+    ran) the record wins outright: a server follows its collection to the new model.
     """
     if record is None:
-        return settings.model, settings.embed
+        return Fit(settings.model, settings.embed, settings.multivector, settings.token_pool)
     explicit = set() if follow else settings.model_fields_set
     explicit_embed = set() if follow else settings.embed.model_fields_set
     model = settings.model if "model" in explicit else record.model
@@ -90,7 +108,9 @@ def fitting_settings(
         # a model narrower than its profile's sizes (the tiny test model) gives its full width whatever
         # size is asked for: there is no size to ask for
         del update["dim"]
-    return model, settings.embed.model_copy(update=update)
+    multivector = settings.multivector if "multivector" in explicit else info.multivector
+    pool = settings.token_pool if "token_pool" in explicit else info.token_pool
+    return Fit(model, settings.embed.model_copy(update=update), multivector, pool)
 
 
 def list_versions(store: Store, collection: str) -> list[VersionInfo]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import enum
 import json
 import os
 import shlex
@@ -33,6 +34,15 @@ from ._progress import IngestDisplay
 __all__: list[str] = []  # commands register themselves on the app
 
 
+class SearchModeChoice(enum.StrEnum):
+    """``--mode``'s choices (Typer lists them in the help)."""
+
+    auto = "auto"
+    dense = "dense"
+    multi = "multi"
+    hybrid = "hybrid"
+
+
 @app.command()
 def ingest(
     paths: Annotated[list[str], typer.Argument(help="Files, folders and glob patterns of PDFs and images.")],
@@ -46,11 +56,20 @@ def ingest(
     progress_every: Annotated[
         float, typer.Option(help="Seconds between progress lines when not on a terminal (cron, CI).")
     ] = 30.0,
+    multivector: Annotated[
+        bool | None,
+        typer.Option(
+            "--multivector/--single-vector",
+            help="A new collection keeps token vectors too (late interaction) [default: DOCVEC_MULTIVECTOR, "
+            "or what the collection is]",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Index documents: render every page, embed it, store it; unchanged files are skipped, and take the
     run's tags (--json: the run's summary, schemas/ingest-report.schema.json)."""
-    s = settings(model=model, collection=collection)
+    s = settings(model=model, collection=collection, multivector=multivector)
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
     try:
         with errors(), open_index(s) as index, display:
@@ -142,6 +161,16 @@ def search(
             help="doc_id=ID, source=FILE_OR_FOLDER, or tag=KEY=VALUE (repeatable; all must hold).",
         ),
     ] = None,
+    mode: Annotated[
+        SearchModeChoice | None,
+        typer.Option(
+            help="dense, multi (MaxSim over every page), hybrid (dense prefetch, MaxSim rerank) or auto "
+            "(hybrid on a multi-vector collection) [default: DOCVEC_SEARCH_MODE, auto]"
+        ),
+    ] = None,
+    prefetch: Annotated[
+        int | None, typer.Option(help="Hybrid: pages the dense vector finds for MaxSim to rerank [100].")
+    ] = None,
     collection: CollectionOption = None,
     model: ModelOption = None,
     as_json: JsonFlag = False,
@@ -153,7 +182,7 @@ def search(
         flt = SearchFilter.parse(filter_ or ())
         # the query and -k are checked before the model is loaded: a typo costs no loading
         with open_index(s) as index:
-            hits = index.search(query, k, flt)
+            hits = index.search(query, k, flt, mode=mode.value if mode else None, prefetch=prefetch)
     if as_json:
         sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits]) + "\n")
         return
@@ -172,26 +201,30 @@ def eval_(
         Path, typer.Argument(help="Folder with queries.jsonl, qrels.tsv and corpus/ (see the README).")
     ],
     k: Annotated[int, typer.Option("-k", help="Cut-off of recall@k (1-100).")] = 10,
+    mode: Annotated[
+        list[SearchModeChoice] | None,
+        typer.Option(help="Search mode(s) to score, on the same index (repeatable) [default: auto]"),
+    ] = None,
     model: ModelOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Measure retrieval quality (nDCG@5, recall@k) on a dataset, indexed into a temporary store (--json:
-    the metrics as one object)."""
+    """Measure retrieval quality (nDCG@5, recall@k) on a dataset, indexed into a temporary store, per
+    search mode (--json: the metrics as one object, each mode's under "modes")."""
     from .._evaluate import evaluate
 
     s = settings(model=model)
     with errors():
-        report = evaluate(dataset, s, k=k)
+        report = evaluate(dataset, s, k=k, modes=[m.value for m in mode or [SearchModeChoice.auto]])
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict()) + "\n")
         return
-    table = Table("metric", "value")
-    table.add_row("queries", str(report.queries))
-    table.add_row("pages indexed", str(report.pages_indexed))
-    table.add_row("nDCG@5", f"{report.ndcg_at_5:.4f}")
-    table.add_row(f"recall@{report.k}", f"{report.recall_at_k:.4f}")
+    table = Table("metric", *report.modes)
+    table.add_row("queries", *[str(report.queries)] * len(report.modes))
+    table.add_row("pages indexed", *[str(report.pages_indexed)] * len(report.modes))
+    table.add_row("nDCG@5", *[f"{v.ndcg_at_5:.4f}" for v in report.modes.values()])
+    table.add_row(f"recall@{report.k}", *[f"{v.recall_at_k:.4f}" for v in report.modes.values()])
     if report.unknown_judged:
-        table.add_row("judged ids not in the corpus", str(len(report.unknown_judged)))
+        table.add_row("judged ids not in the corpus", *[str(len(report.unknown_judged))] * len(report.modes))
     out.print(table)
     if report.documents_failed:
         err.print(f"[yellow]{report.documents_failed} corpus documents could not be indexed[/]")

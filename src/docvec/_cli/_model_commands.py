@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -43,10 +44,17 @@ def embed(
     ] = None,
     dim: Annotated[int | None, typer.Option(help="Vector size (Matryoshka; default: the model's).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads.")] = None,
+    multivector: Annotated[
+        bool,
+        typer.Option(
+            "--multivector",
+            help="Also one vector per token (late interaction; needs the model's multi-vector head).",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Embed queries, passages and images and print the vectors (--json: a list of {kind, input, vector},
-    schemas/embed-output.schema.json)."""
+    with --multivector also tokens, a list of token vectors; schemas/embed-output.schema.json)."""
     from .. import _hub as hub
     from .._embed import Embedder
 
@@ -58,30 +66,41 @@ def embed(
         es = _embed_settings(s, dim=dim, threads=threads)
         inputs: list[tuple[str, str]] = []
         vectors: list[np.ndarray] = []
+        tokens: list[np.ndarray] = []
         find = partial(hub.find_registered, cache_dir=s.cache_dir)
         budget = s.render.max_memory_mb << 20  # the one image decoding limit, as in the render workers
         with Embedder.open(s.model, es, find_registered=find, decode_budget=budget) as emb:
-            if query:
-                vectors.append(emb.embed_queries(query))
-                inputs += [("query", q) for q in query]
-            if passage:
-                vectors.append(emb.embed_passages(passage))
-                inputs += [("passage", p) for p in passage]
-            if image:
-                vectors.append(emb.embed_images(image))
-                inputs += [("image", str(p)) for p in image]
+            # (kind, items, single-vector method, multi-vector method): one forward pass per input either way
+            work: list[tuple[str, Sequence[Any] | None, Callable[..., Any], Callable[..., Any]]] = [
+                ("query", query, emb.embed_queries, emb.embed_queries_multi),
+                ("passage", passage, emb.embed_passages, emb.embed_passages_multi),
+                ("image", image, emb.embed_images, emb.embed_images_multi),
+            ]
+            for kind, items, single, multi in work:
+                if not items:
+                    continue
+                if multivector:
+                    dense, per_input = multi(items)
+                    vectors.append(dense)
+                    tokens += per_input
+                else:
+                    vectors.append(single(items))
+                inputs += [(kind, str(x)) for x in items]
     mat = np.concatenate(vectors)
     if as_json:
-        rows = [
-            {"kind": k, "input": t, "vector": [round(float(x), 7) for x in v]}
-            for (k, t), v in zip(inputs, mat, strict=True)
-        ]
+        rows = []
+        for i, ((k, t), v) in enumerate(zip(inputs, mat, strict=True)):
+            row: dict[str, object] = {"kind": k, "input": t, "vector": [round(float(x), 7) for x in v]}
+            if multivector:
+                row["tokens"] = [[round(float(x), 7) for x in tok] for tok in tokens[i]]
+            rows.append(row)
         sys.stdout.write(json.dumps(rows) + "\n")
         return
-    table = Table("kind", "input", "dim", "vector")
-    for (k, t), v in zip(inputs, mat, strict=True):
+    table = Table("kind", "input", "dim", "vector", *(["tokens"] if multivector else []))
+    for i, ((k, t), v) in enumerate(zip(inputs, mat, strict=True)):
         head = " ".join(f"{x:+.4f}" for x in v[:6])
-        table.add_row(k, t, str(len(v)), f"[{head} ...]")
+        extra = [f"{tokens[i].shape[0]} x {tokens[i].shape[1]}"] if multivector else []
+        table.add_row(k, t, str(len(v)), f"[{head} ...]", *extra)
     out.print(table)
 
 
@@ -98,6 +117,7 @@ def models_tiny(
     with errors():
         files = build_tiny_model(out_dir, cache_dir=s.cache_dir, seed=seed, outtype=outtype)  # type: ignore[arg-type]
     out.print(f"checkpoint  {out_dir / 'hf'}\nlanguage    {files.language_model}\nmmproj      {files.mmproj}")
+    out.print(f"head        {files.head}")
     out.print("[yellow]The weights are random: the vectors test the machinery, they mean nothing.[/]")
 
 
@@ -115,8 +135,14 @@ def models_convert(
         list[str] | None, typer.Option(help="Also quantize: Q8_0, Q6_K, Q5_K_M, Q4_K_M (repeatable).")
     ] = None,
     name: Annotated[str | None, typer.Option(help="Base name of the files; default: the folder's.")] = None,
+    head_task: Annotated[
+        str,
+        typer.Option(help="The LoRA task merged into the multi-vector head when its adapter has several."),
+    ] = "retrieval",
 ) -> None:
-    """Convert a checkpoint into a language-model GGUF and an mmproj GGUF (and quantizations)."""
+    """Convert a checkpoint into a language-model GGUF and an mmproj GGUF (and quantizations), and its
+    multi-vector head (jina-embeddings-v4's multi_vector_projector, LoRA merged) into
+    multivector-head.gguf when it has one."""
     from .._convert import convert_checkpoint, default_outtype
     from .._toolchain import LlamaCppSource
 
@@ -131,8 +157,13 @@ def models_convert(
             mmproj_outtype=mmproj_outtype,  # type: ignore[arg-type]
             quantize=tuple(quantize or ()),
             threads=s.embed.threads,
+            head_task=head_task,
         )
     out.print(f"language    {res.main.language_model}\nmmproj      {res.main.mmproj}")
+    if res.main.head is not None:
+        out.print(f"head        {res.main.head}")
+    else:
+        out.print("head        none: the checkpoint has no multi_vector_projector (single vectors only)")
     for q, f in res.quantized.items():
         out.print(f"{q:<11} {f.language_model.parent}")
 
@@ -142,9 +173,17 @@ def models_pull(
     name: Annotated[str, typer.Argument(help="Registry name: jina-v4, or tiny (the offline test model).")],
     quant: Annotated[str | None, typer.Option(help="Language model quantization (default Q8_0).")] = None,
     hf_cache: Annotated[Path | None, typer.Option(help="Hugging Face cache (default: HF_HOME's).")] = None,
+    head: Annotated[
+        bool,
+        typer.Option(
+            "--head/--no-head",
+            help="Also get the multi-vector head (read from the full checkpoint, ~1 MB; default on).",
+        ),
+    ] = True,
 ) -> None:
-    """Download a published model's GGUFs (language model and vision encoder) from Hugging Face; ``tiny``
-    is built on this machine instead (random weights, for trying docvec out offline)."""
+    """Download a published model's GGUFs (language model and vision encoder) from Hugging Face, and its
+    multi-vector head (the GGUFs lack it) unless --no-head; ``tiny`` is built on this machine instead
+    (random weights, for trying docvec out offline)."""
     from .. import _hub as hub
     from .._tiny_model import REGISTRY_NAME, build_tiny_model, tiny_model_dir
 
@@ -152,7 +191,7 @@ def models_pull(
     if name.lower() == REGISTRY_NAME:
         with errors():
             files = build_tiny_model(tiny_model_dir(s.cache_dir), cache_dir=s.cache_dir)
-        out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
+        out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}\nhead        {files.head}")
         out.print("[yellow]Random weights: its vectors test the machinery and mean nothing.[/]")
         out.print(f"use it with: DOCVEC_MODEL={REGISTRY_NAME}", highlight=False)
         return
@@ -161,8 +200,10 @@ def models_pull(
         err.print("downloading from the Hugging Face Hub (files already in its cache are reused) ...")
         # one message on failure, ours: not huggingface_hub's warning for each of its retries
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
-        files = hub.pull(name, quant=quant, cache_dir=hf_cache)
+        files = hub.pull(name, quant=quant, cache_dir=hf_cache, head=head, docvec_cache_dir=s.cache_dir)
     out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
+    if files.head is not None:
+        out.print(f"head        {files.head}")
     out.print(f"use it with: DOCVEC_MODEL={name} (or --model {name})", highlight=False)
 
 

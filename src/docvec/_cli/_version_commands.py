@@ -32,6 +32,21 @@ def reindex(
         int | None,
         typer.Option(help="Page budget of the new version, in pixels (default: the collection's)."),
     ] = None,
+    multivector: Annotated[
+        bool | None,
+        typer.Option(
+            "--multivector/--single-vector",
+            help="Keep token vectors in the new version (late interaction), or not "
+            "[default: the collection's]",
+            show_default=False,
+        ),
+    ] = None,
+    token_pool: Annotated[
+        int | None,
+        typer.Option(
+            help="Multi-vector: average each run of N token vectors into one [default: the collection's]"
+        ),
+    ] = None,
     drop_old: Annotated[
         bool, typer.Option("--drop-old", help="Remove the old version once the new one is live.")
     ] = False,
@@ -50,7 +65,13 @@ def reindex(
     try:
         with errors(), open_index(s) as index, display:
             report = index.reindex(
-                model=model, dim=dim, max_pixels=max_pixels, drop_old=drop_old, progress=display
+                model=model,
+                dim=dim,
+                max_pixels=max_pixels,
+                multivector=multivector,
+                token_pool=token_pool,
+                drop_old=drop_old,
+                progress=display,
             )
     except KeyboardInterrupt:
         err.print(

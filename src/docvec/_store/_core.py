@@ -48,8 +48,14 @@ __all__ = [
 class Layout:
     """How docvec lays out a collection, the same on both backends."""
 
-    #: the one dense vector, named so that a collection can grow more (a multi-vector one, say)
+    #: the dense vector, one per page
     vector: str = "page"
+    #: a multi-vector collection's other vector: one 128-d vector per token, scored by late interaction
+    #: (MaxSim: the sum over query tokens of their best cosine among the page's tokens). Stored as Qdrant
+    #: recommends for ColPali-style data: float16, no HNSW graph (m=0; a graph over token vectors takes
+    #: minutes to build and is not used: a search either reranks the pages a dense prefetch found, or scans
+    #: every page), not quantized, memory-mapped from disk (the OS keeps what searches read in its cache).
+    tokens: str = "tokens"
     #: its distance; scores are cosine similarities in [-1, 1]
     distance: str = "cosine"
     #: how new collections store it: half of float32's memory and disk. The rounding (relative 2**-11 per
@@ -110,6 +116,8 @@ class Point:
     id: str
     vector: npt.NDArray[np.float32]
     payload: dict[str, Any]
+    #: a multi-vector collection's token vectors: [tokens, token dim]
+    tokens: npt.NDArray[np.float32] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "id", _canonical_id(self.id))
@@ -119,6 +127,8 @@ class Point:
         if not np.isfinite(vec).all():
             raise StoreError(f"point {self.id}: vector has NaN or infinite values")
         object.__setattr__(self, "vector", vec)
+        if self.tokens is not None:
+            object.__setattr__(self, "tokens", _token_array(f"point {self.id}", self.tokens))
         if not isinstance(self.payload, dict):
             raise StoreError(f"point {self.id}: payload must be a dict, got {type(self.payload).__name__}")
 
@@ -139,6 +149,17 @@ class Record:
     id: str
     payload: dict[str, Any]
     vectors: dict[str, Any] | None = None
+
+
+def _token_array(what: str, tokens: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    arr = np.asarray(tokens, dtype=np.float32)
+    if arr.ndim != 2 or arr.size == 0:
+        raise StoreError(
+            f"{what}: token vectors must be 2-D [tokens, dim] and non-empty, got shape {arr.shape}"
+        )
+    if not np.isfinite(arr).all():
+        raise StoreError(f"{what}: token vectors have NaN or infinite values")
+    return arr
 
 
 def _as_tuple(field: str, value: object) -> tuple[str, ...]:
@@ -211,10 +232,15 @@ class Backend(Protocol):
         """The dim of collection ``name``'s vector, ``None`` when the collection does not exist."""
         ...
 
-    def create_collection(self, name: str, dim: int) -> None:
+    def create_collection(self, name: str, dim: int, tokens: int | None = None) -> None:
         """Create collection ``name``: cosine vector ``LAYOUT.vector`` of ``dim`` (float16, an int8 copy),
-        keyword indexes on ``LAYOUT.indexed_fields``. Creating one that another client made meanwhile, with
-        the same dim, is not an error."""
+        keyword indexes on ``LAYOUT.indexed_fields``; with ``tokens``, also the multi-vector
+        ``LAYOUT.tokens`` of that dim (MaxSim). Creating one that another client made meanwhile, with the same
+        dim, is not an error."""
+        ...
+
+    def token_dim(self, name: str) -> int | None:
+        """The dim of collection ``name``'s token vectors, ``None`` when it is single-vector."""
         ...
 
     def collections(self) -> list[str]:
@@ -264,10 +290,10 @@ class Backend(Protocol):
         ...
 
     def scroll(
-        self, name: str, flt: Filter | None, limit: int, offset: Any, with_vectors: bool
+        self, name: str, flt: Filter | None, limit: int, offset: Any, vectors: tuple[str, ...]
     ) -> tuple[list[Record], Any]:
-        """One page of matching records from ``offset`` (``None``: the start), and the next page's offset
-        (``None`` after the last)."""
+        """One page of matching records from ``offset`` (``None``: the start), with the named ``vectors``
+        (none when empty), and the next page's offset (``None`` after the last)."""
         ...
 
     def count(self, name: str, flt: Filter | None) -> int:
@@ -282,6 +308,19 @@ class Backend(Protocol):
         self, name: str, vector: npt.NDArray[np.float32], k: int, flt: Filter | None
     ) -> list[ScoredPoint]:
         """The ``k`` best points for ``vector`` (cosine), best first, among those matching ``flt``."""
+        ...
+
+    def search_tokens(
+        self,
+        name: str,
+        tokens: npt.NDArray[np.float32],
+        k: int,
+        flt: Filter | None,
+        prefetch: tuple[npt.NDArray[np.float32], int] | None,
+    ) -> list[ScoredPoint]:
+        """The ``k`` best points for the query ``tokens`` by MaxSim, best first, among those matching
+        ``flt``: of every point, or, with ``prefetch`` (a dense vector and N), of the N best points for that
+        vector, in one query."""
         ...
 
     def optimize(self, name: str) -> bool:
@@ -326,6 +365,7 @@ class Store(Closing):
         self.backend = backend
         self.batch_size = _check_positive("batch size", batch_size)
         self._dims: dict[str, int] = {}
+        self._token_dims: dict[str, int | None] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -366,13 +406,16 @@ class Store(Closing):
                 self._dims[name] = dim
         return name, dim
 
-    def ensure_collection(self, name: str, dim: int, record: dict[str, Any] | None = None) -> str:
+    def ensure_collection(
+        self, name: str, dim: int, record: dict[str, Any] | None = None, *, tokens: int | None = None
+    ) -> str:
         """The live version of collection ``name``, created as its first version (``NAME.v1``: cosine
-        vector ``"page"`` of ``dim``, keyword indexes on ``LAYOUT.indexed_fields``, ``record`` as its
-        record) when there is none; :class:`StoreError` if it exists with another dim."""
+        vector ``"page"`` of ``dim``, keyword indexes on ``LAYOUT.indexed_fields``, with ``tokens`` token
+        vectors of that dim too, ``record`` as its record) when there is none; :class:`StoreError` if it
+        exists with another dim, or another kind (single- or multi-vector)."""
         live = self.live(name)
         if live is None:
-            live = self.create_version(name, dim, record)
+            live = self.create_version(name, dim, record, tokens=tokens)
             self.switch(name, live)
             return live
         existing = self._dim(live)
@@ -381,7 +424,22 @@ class Store(Closing):
                 f"collection {name!r} exists at {self.where} with {existing}-d vectors, not {dim}-d: "
                 "use another collection name, or `docvec reindex` it"
             )
+        if self.token_dim(live) != tokens:
+            kind = "multi-vector" if self.token_dim(live) else "single-vector"
+            raise StoreError(
+                f"collection {name!r} at {self.where} is {kind}: use another collection name, or "
+                "`docvec reindex` it"
+            )
         return live
+
+    def token_dim(self, name: str) -> int | None:
+        """The dim of a collection's token vectors (a multi-vector collection), else ``None``."""
+        target = self._open(name)[0]
+        if target not in self._token_dims:
+            found = self.backend.token_dim(target)
+            with self._lock:
+                self._token_dims[target] = found
+        return self._token_dims[target]
 
     def collections(self) -> list[str]:
         """Names of the existing collections, sorted (their versions: :meth:`versions`)."""
@@ -417,8 +475,11 @@ class Store(Closing):
                 found.append((int(m["number"]), c))
         return [c for _, c in sorted(found)]
 
-    def create_version(self, name: str, dim: int, record: dict[str, Any] | None = None) -> str:
-        """Create the next version of collection ``name`` (not live: see :meth:`switch`) and return it."""
+    def create_version(
+        self, name: str, dim: int, record: dict[str, Any] | None = None, *, tokens: int | None = None
+    ) -> str:
+        """Create the next version of collection ``name`` (not live: see :meth:`switch`), with ``tokens``
+        token vectors of that dim when it is a multi-vector collection, and return it."""
         _check_collection_name(name)
         if VERSION_RE.fullmatch(name):
             raise StoreError(f"{name!r} is a version's name: give the collection's name")
@@ -426,11 +487,14 @@ class Store(Closing):
             raise StoreError(f"vector dim must be an integer from 1 to 65536, got {dim!r}")
         numbers = [0] + [int(m["number"]) for v in self.versions(name) if (m := VERSION_RE.fullmatch(v))]
         version = _check_collection_name(f"{name}.v{max(numbers) + 1}")
-        self.backend.create_collection(version, dim)
+        if tokens is not None and (isinstance(tokens, bool) or not 1 <= tokens <= 65536):
+            raise StoreError(f"token vector dim must be an integer from 1 to 65536, got {tokens!r}")
+        self.backend.create_collection(version, dim, tokens)
         if record is not None:
             self.backend.write_record(version, record)
         with self._lock:
             self._dims[version] = dim
+            self._token_dims[version] = tokens
         return version
 
     def switch(self, name: str, version: str) -> None:
@@ -440,6 +504,7 @@ class Store(Closing):
         self.backend.set_alias(name, version)
         with self._lock:
             self._dims.pop(name, None)
+            self._token_dims.pop(name, None)
 
     def drop(self, version: str) -> None:
         """Delete a version that is not live (``NAME.vN``, or a collection made before versions)."""
@@ -454,6 +519,7 @@ class Store(Closing):
         self.backend.drop_collection(version)
         with self._lock:
             self._dims.pop(version, None)
+            self._token_dims.pop(version, None)
 
     def record(self, version: str) -> dict[str, Any] | None:
         """docvec's record of a version (what made its vectors, whether it is complete), or ``None``."""
@@ -476,11 +542,20 @@ class Store(Closing):
         """
         points = list(points)
         target, dim = self._open(name)
+        tokens = self.token_dim(target)
         for p in points:
             if p.vector.shape[0] != dim:
                 raise StoreError(
                     f"collection {name!r}: point {p.id} has a {p.vector.shape[0]}-d vector, "
                     f"the collection holds {dim}-d vectors"
+                )
+            if tokens is None and p.tokens is not None:
+                raise StoreError(f"collection {name!r} is single-vector: point {p.id} has token vectors")
+            if tokens is not None and (p.tokens is None or p.tokens.shape[1] != tokens):
+                got = "none" if p.tokens is None else f"{p.tokens.shape[1]}-d ones"
+                raise StoreError(
+                    f"collection {name!r} holds {tokens}-d token vectors for every page: "
+                    f"point {p.id} has {got}"
                 )
         for start in range(0, len(points), self.batch_size):
             self.backend.upsert(target, points[start : start + self.batch_size])
@@ -529,23 +604,32 @@ class Store(Closing):
         target = self._open(name)[0]  # a missing collection fails at the call, not at the first next()
         if with_vectors:
             return self._points(target, flt, batch)
-        return ((r.id, r.payload) for r in self._records(target, flt, batch, with_vectors=False))
+        return ((r.id, r.payload) for r in self._records(target, flt, batch, vectors=()))
 
-    def _records(self, name: str, flt: Filter | None, batch: int, *, with_vectors: bool) -> Iterator[Record]:
+    def _records(
+        self, name: str, flt: Filter | None, batch: int, *, vectors: tuple[str, ...]
+    ) -> Iterator[Record]:
         offset: Any = None
         while True:
             self._check_open()
-            records, offset = self.backend.scroll(name, flt, batch, offset, with_vectors)
+            records, offset = self.backend.scroll(name, flt, batch, offset, vectors)
             yield from records
             if offset is None:
                 return
 
     def _points(self, name: str, flt: Filter | None, batch: int) -> Iterator[Point]:
-        for r in self._records(name, flt, batch, with_vectors=True):
+        names = (LAYOUT.vector, LAYOUT.tokens) if self.token_dim(name) else (LAYOUT.vector,)
+        for r in self._records(name, flt, batch, vectors=names):
             vector = (r.vectors or {}).get(LAYOUT.vector)
             if vector is None:
                 raise StoreError(f"collection {name!r}: point {r.id} has no {LAYOUT.vector!r} vector")
-            yield Point(r.id, np.asarray(vector, dtype=np.float32), r.payload)
+            tokens = (r.vectors or {}).get(LAYOUT.tokens)
+            yield Point(
+                r.id,
+                np.asarray(vector, dtype=np.float32),
+                r.payload,
+                None if tokens is None else np.asarray(tokens, dtype=np.float32),
+            )
 
     def count(self, name: str, flt: Filter | None = None) -> int:
         """Exact number of points matching ``flt`` (all points when ``None``)."""
@@ -565,17 +649,51 @@ class Store(Closing):
         return self.backend.facet(target, field, max(total, 1))
 
     def search(
-        self, name: str, vector: npt.ArrayLike, k: int, flt: Filter | None = None
+        self,
+        name: str,
+        vector: npt.ArrayLike | None,
+        k: int,
+        flt: Filter | None = None,
+        *,
+        tokens: npt.ArrayLike | None = None,
+        prefetch: int | None = None,
     ) -> list[ScoredPoint]:
-        """The ``k`` points most similar to ``vector`` (cosine), best first, among those matching ``flt``."""
+        """The ``k`` best points among those matching ``flt``, best first, by one of three scores:
+
+        - ``vector`` alone: cosine similarity to the dense vector;
+        - ``tokens`` alone (a multi-vector collection): MaxSim of the query's token vectors over every point;
+        - both, and ``prefetch`` N: the N points most similar to ``vector``, reranked by MaxSim (one query).
+        """
         _check_positive(f"collection {name!r}: k", k)
         target, dim = self._open(name)
-        vec = np.asarray(vector, dtype=np.float32)
-        if vec.ndim != 1 or vec.shape[0] != dim:
-            raise StoreError(f"collection {name!r}: query vector has shape {vec.shape}, expected ({dim},)")
-        if not np.isfinite(vec).all():
-            raise StoreError(f"collection {name!r}: query vector has NaN or infinite values")
-        return self.backend.search(target, vec, k, flt)
+        vec = None
+        if vector is not None:
+            vec = np.asarray(vector, dtype=np.float32)
+            if vec.ndim != 1 or vec.shape[0] != dim:
+                raise StoreError(
+                    f"collection {name!r}: query vector has shape {vec.shape}, expected ({dim},)"
+                )
+            if not np.isfinite(vec).all():
+                raise StoreError(f"collection {name!r}: query vector has NaN or infinite values")
+        if tokens is None:
+            if vec is None:
+                raise StoreError(f"collection {name!r}: a search needs a query vector or token vectors")
+            return self.backend.search(target, vec, k, flt)
+        width = self.token_dim(target)
+        if width is None:
+            raise StoreError(f"collection {name!r} is single-vector: it has no token vectors to search")
+        query = _token_array(f"collection {name!r}: the query", tokens)
+        if query.shape[1] != width:
+            raise StoreError(
+                f"collection {name!r}: query token vectors are {query.shape[1]}-d, expected {width}-d"
+            )
+        if (vec is None) != (prefetch is None):
+            raise StoreError(f"collection {name!r}: a prefetch needs both a query vector and its size N")
+        if prefetch is not None:
+            _check_positive(f"collection {name!r}: prefetch", prefetch)
+        return self.backend.search_tokens(
+            target, query, k, flt, None if vec is None or prefetch is None else (vec, max(prefetch, k))
+        )
 
     # -- maintenance and lifetime ------------------------------------------------------------------
 

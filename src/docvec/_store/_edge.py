@@ -255,22 +255,32 @@ class EdgeBackend:
     def _check_space(self, needed: int, what: str) -> None:
         check_free_space(self.path, needed, self.reserve, what)
 
-    def create_collection(self, name: str, dim: int) -> None:
+    def create_collection(self, name: str, dim: int, tokens: int | None = None) -> None:
         """Create the shard, its payload indexes, then the record that marks the collection complete."""
         self._own()
         self._check_space(_OPEN_ROOM, f"creating collection {name!r}")
         shard_dir = self.path / name / _SHARD_DIR
+        vectors = {
+            LAYOUT.vector: qe.EdgeVectorParams(
+                size=dim,
+                distance=qe.Distance.Cosine,
+                datatype=qe.VectorStorageDatatype.Float16,
+                quantization_config=qe.ScalarQuantizationConfig(
+                    type=qe.ScalarType.Int8, quantile=LAYOUT.quantile, memory=qe.Memory.Pinned
+                ),
+            )
+        }
+        if tokens is not None:  # see Layout.tokens
+            vectors[LAYOUT.tokens] = qe.EdgeVectorParams(
+                size=tokens,
+                distance=qe.Distance.Cosine,
+                multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+                datatype=qe.VectorStorageDatatype.Float16,
+                hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=_FULL_SCAN_KB),
+                memory=qe.Memory.Cached,
+            )
         config = qe.EdgeConfig(
-            vectors={
-                LAYOUT.vector: qe.EdgeVectorParams(
-                    size=dim,
-                    distance=qe.Distance.Cosine,
-                    datatype=qe.VectorStorageDatatype.Float16,
-                    quantization_config=qe.ScalarQuantizationConfig(
-                        type=qe.ScalarType.Int8, quantile=LAYOUT.quantile, memory=qe.Memory.Pinned
-                    ),
-                )
-            },
+            vectors=vectors,
             # No HNSW graph (m=0): the index is the int8 copy, scanned whole and rescored (see _core.py).
             # On 2048-d vectors a graph took 4-5 minutes to build for 100k points and found 0.06-0.96 of
             # the true top 10, where the scan takes 0.6x the time of numpy's float32 scan and finds all.
@@ -303,13 +313,15 @@ class EdgeBackend:
                     shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
                 shard.flush()
                 # The record is written last: its presence means the collection is complete.
-                meta = {
+                meta: dict[str, Any] = {
                     "format": _META_FORMAT,
                     "vector": LAYOUT.vector,
                     "dim": dim,
                     "distance": LAYOUT.distance,
                     "datatype": LAYOUT.datatype,
                 }
+                if tokens is not None:
+                    meta["tokens"] = tokens
                 try:
                     write_json_atomic(self.path / name / _META_FILE, meta, durable=True)
                 except OSError as exc:
@@ -322,6 +334,12 @@ class EdgeBackend:
             self._formats[name] = _META_FORMAT
             self._dims[name] = dim
         log.info("created collection %r (%d-d, cosine) in %s", name, dim, self.path)
+
+    def token_dim(self, name: str) -> int | None:
+        meta = self._read_meta(name)
+        if meta is None:
+            raise CollectionNotFoundError(f"collection {name!r} does not exist at {self.where}")
+        return int(meta["tokens"]) if meta.get("tokens") else None
 
     def collections(self) -> list[str]:
         """Names of the collections with a record in this folder (none when there is no folder)."""
@@ -403,13 +421,15 @@ class EdgeBackend:
         # each point lands in the write-ahead log and in the segment: vector (float32 until quantized) and
         # payload, twice over
         needed = _CHUNK_ROOM + sum(
-            2 * (4 * p.vector.size + len(json.dumps(p.payload, default=str))) for p in points
+            2 * (4 * p.vector.size + len(json.dumps(p.payload, default=str)))
+            + (4 * p.tokens.size if p.tokens is not None else 0)
+            for p in points
         )
         self._check_space(needed, f"writing {len(points)} pages to collection {name!r}")
         shard = self._shard(name)
         # Building the points is inside the translation too: a payload that is not JSON fails there.
         with self._translate(name, "upsert"):
-            ops = [qe.Point(p.id, {LAYOUT.vector: p.vector.tolist()}, p.payload) for p in points]
+            ops = [qe.Point(p.id, _vectors(p), p.payload) for p in points]
             shard.update(qe.UpdateOperation.upsert_points(ops))
 
     def delete(self, name: str, ids: Sequence[str]) -> None:
@@ -433,14 +453,14 @@ class EdgeBackend:
     # -- reads -------------------------------------------------------------------------------------
 
     def scroll(
-        self, name: str, flt: Filter | None, limit: int, offset: Any, with_vectors: bool
+        self, name: str, flt: Filter | None, limit: int, offset: Any, vectors: tuple[str, ...]
     ) -> tuple[list[Record], Any]:
         request = qe.ScrollRequest(
             offset=offset,
             limit=limit,
             filter=_to_edge_filter(flt),
             with_payload=True,
-            with_vector=[LAYOUT.vector] if with_vectors else False,
+            with_vector=list(vectors) if vectors else False,
         )
         shard = self._shard(name)
         with self._translate(name, "scroll"):
@@ -472,6 +492,32 @@ class EdgeBackend:
             filter=_to_edge_filter(flt),
             with_payload=True,
             params=self._search_params,
+        )
+        shard = self._shard(name)
+        with self._translate(name, "search"):
+            found = shard.query(request)
+        return [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in found]
+
+    def search_tokens(
+        self,
+        name: str,
+        tokens: npt.NDArray[np.float32],
+        k: int,
+        flt: Filter | None,
+        prefetch: tuple[npt.NDArray[np.float32], int] | None,
+    ) -> list[ScoredPoint]:
+        qfilter = _to_edge_filter(flt)
+        stages = None
+        if prefetch is not None:
+            vector, n = prefetch
+            dense = qe.Query.Nearest(vector.tolist(), using=LAYOUT.vector)
+            stages = [qe.Prefetch(limit=n, query=dense, filter=qfilter, params=self._search_params)]
+        request = qe.QueryRequest(
+            limit=k,
+            query=qe.Query.Nearest(tokens.tolist(), using=LAYOUT.tokens),
+            prefetches=stages,
+            filter=qfilter,
+            with_payload=True,
         )
         shard = self._shard(name)
         with self._translate(name, "search"):
@@ -529,6 +575,13 @@ class EdgeBackend:
             log.info("closed embedded store %s", self.path)
             if first_error is not None:
                 raise first_error
+
+
+def _vectors(p: Point) -> dict[str, Any]:
+    vectors: dict[str, Any] = {LAYOUT.vector: p.vector.tolist()}
+    if p.tokens is not None:
+        vectors[LAYOUT.tokens] = p.tokens.tolist()
+    return vectors
 
 
 def _required_filter(name: str, flt: Filter) -> qe.Filter:

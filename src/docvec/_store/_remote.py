@@ -240,27 +240,39 @@ class RemoteBackend:
             name, field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
         )
 
-    def create_collection(self, name: str, dim: int) -> None:
+    def create_collection(self, name: str, dim: int, tokens: int | None = None) -> None:
+        int8 = models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(
+                type=models.ScalarType.INT8, quantile=LAYOUT.quantile, always_ram=True
+            )
+        )
+        vectors = {
+            # float16 and an int8 copy as in the embedded store (see _core.py); a server keeps its HNSW
+            # graph too. Local mode ignores all three. The int8 copy is the page vector's own, not the
+            # collection's: token vectors get none.
+            LAYOUT.vector: models.VectorParams(
+                size=dim,
+                distance=models.Distance.COSINE,
+                datatype=models.Datatype(LAYOUT.datatype),
+                quantization_config=int8,
+            )
+        }
+        if tokens is not None:  # see Layout.tokens: no graph, no int8 copy in RAM, on disk
+            vectors[LAYOUT.tokens] = models.VectorParams(
+                size=tokens,
+                distance=models.Distance.COSINE,
+                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+                datatype=models.Datatype(LAYOUT.datatype),
+                hnsw_config=models.HnswConfigDiff(m=0),
+                on_disk=True,
+            )
         try:
             self._call(
                 "creating the collection",
                 name,
                 lambda: self._client.create_collection(
                     name,
-                    vectors_config={
-                        # float16 and an int8 copy as in the embedded store (see _core.py); a server keeps
-                        # its HNSW graph too. Local mode ignores all three.
-                        LAYOUT.vector: models.VectorParams(
-                            size=dim,
-                            distance=models.Distance.COSINE,
-                            datatype=models.Datatype(LAYOUT.datatype),
-                        )
-                    },
-                    quantization_config=models.ScalarQuantization(
-                        scalar=models.ScalarQuantizationConfig(
-                            type=models.ScalarType.INT8, quantile=LAYOUT.quantile, always_ram=True
-                        )
-                    ),
+                    vectors_config=vectors,
                 ),
             )
         except StoreUnavailableError:
@@ -274,6 +286,12 @@ class RemoteBackend:
         if not self._local:  # local mode has no payload indexes (and warns when asked for one)
             self._create_indexes(name, LAYOUT.indexed_fields)
         log.info("created collection %r (%d-d, cosine) at %s", name, dim, self.where)
+
+    def token_dim(self, name: str) -> int | None:
+        info = self._call("reading the collection", name, lambda: self._client.get_collection(name))
+        vectors = info.config.params.vectors
+        params = vectors.get(LAYOUT.tokens) if isinstance(vectors, dict) else None
+        return int(params.size) if params is not None else None
 
     def collections(self) -> list[str]:
         response = self._call("listing collections", None, self._client.get_collections)
@@ -334,10 +352,12 @@ class RemoteBackend:
         self._call("upsert", name, partial(self._upsert_batch, name, points))
 
     def _upsert_batch(self, name: str, points: Sequence[Point]) -> None:
-        structs = [
-            models.PointStruct(id=p.id, vector={LAYOUT.vector: p.vector.tolist()}, payload=p.payload)
-            for p in points
-        ]
+        structs = []
+        for p in points:
+            vectors: dict[str, Any] = {LAYOUT.vector: p.vector.tolist()}
+            if p.tokens is not None:
+                vectors[LAYOUT.tokens] = p.tokens.tolist()
+            structs.append(models.PointStruct(id=p.id, vector=vectors, payload=p.payload))
         self._client.upsert(name, structs, wait=True)
 
     def delete(self, name: str, ids: Sequence[str]) -> None:
@@ -357,7 +377,7 @@ class RemoteBackend:
     # -- reads -------------------------------------------------------------------------------------
 
     def scroll(
-        self, name: str, flt: Filter | None, limit: int, offset: Any, with_vectors: bool
+        self, name: str, flt: Filter | None, limit: int, offset: Any, vectors: tuple[str, ...]
     ) -> tuple[list[Record], Any]:
         request = partial(
             self._client.scroll,
@@ -366,7 +386,7 @@ class RemoteBackend:
             limit=limit,
             offset=offset,
             with_payload=True,
-            with_vectors=[LAYOUT.vector] if with_vectors else False,
+            with_vectors=list(vectors) if vectors else False,
         )
         records, next_offset = self._call("scroll", name, request)
         out = [
@@ -406,6 +426,40 @@ class RemoteBackend:
                 limit=k,
                 with_payload=True,
                 search_params=self._search_params,
+            ),
+        )
+        return [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points]
+
+    def search_tokens(
+        self,
+        name: str,
+        tokens: npt.NDArray[np.float32],
+        k: int,
+        flt: Filter | None,
+        prefetch: tuple[npt.NDArray[np.float32], int] | None,
+    ) -> list[ScoredPoint]:
+        qfilter = _to_client_filter(flt)
+        stage = None
+        if prefetch is not None:
+            vector, n = prefetch
+            stage = models.Prefetch(
+                query=vector.tolist(),
+                using=LAYOUT.vector,
+                limit=n,
+                filter=qfilter,
+                params=self._search_params,
+            )
+        response = self._call(
+            "search",
+            name,
+            lambda: self._client.query_points(
+                name,
+                query=tokens.tolist(),
+                using=LAYOUT.tokens,
+                prefetch=stage,
+                query_filter=qfilter,
+                limit=k,
+                with_payload=True,
             ),
         )
         return [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points]

@@ -81,6 +81,8 @@ def _reindex(index: Index, body: models.ReindexRequest, progress: Progress) -> R
         model=body.model,
         dim=body.dim,
         max_pixels=body.max_pixels,
+        multivector=body.multivector,
+        token_pool=body.token_pool,
         drop_old=body.drop_old,
         progress=partial(_progress, progress),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 
@@ -43,6 +43,14 @@ QueryText = Annotated[
 
 
 K = Annotated[int, Field(ge=1, le=MAX_K, description="How many pages to return.")]
+Mode = Annotated[
+    Literal["auto", "dense", "multi", "hybrid"] | None,
+    Field(description="How pages are scored (default: the server's DOCVEC_SEARCH_MODE, auto)."),
+]
+Prefetch = Annotated[
+    int | None,
+    Field(ge=1, le=10_000, description="Hybrid mode: pages the dense vector finds for MaxSim to rerank."),
+]
 
 
 class SearchRequest(BaseModel):
@@ -54,6 +62,8 @@ class SearchRequest(BaseModel):
     # ``top_k``: the name before docvec settled on ``k`` everywhere; still accepted
     k: K = Field(5, validation_alias=AliasChoices("k", "top_k"))
     filter: SearchFilter | None = None
+    mode: Mode = None
+    prefetch: Prefetch = None
 
 
 class SearchParams(BaseModel):
@@ -66,6 +76,8 @@ class SearchParams(BaseModel):
     doc_id: str | None = Field(None, description="Only this document.")
     source: str | None = Field(None, description="Only documents read from this file, or under this folder.")
     tag: list[str] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
+    mode: Mode = None
+    prefetch: Prefetch = None
 
     def to_filter(self) -> SearchFilter | None:
         """The filter these parameters ask for, checked as ``--filter`` is (a bad one is a 400)."""
@@ -106,6 +118,7 @@ class SearchResponse(BaseModel):
 
     query: str
     k: int
+    mode: Literal["dense", "multi", "hybrid"] = Field(description="How the pages were scored.")
     hits: list[SearchHitOut]
 
 
@@ -164,6 +177,8 @@ class ReindexRequest(BaseModel):
     model: str | None = Field(None, description="A model folder, GGUF pair or registry name, on the server.")
     dim: int | None = Field(None, ge=1, description="Vector size.")
     max_pixels: int | None = Field(None, ge=1, description="Page budget in pixels.")
+    multivector: bool | None = Field(None, description="Keep token vectors (late interaction), or not.")
+    token_pool: int | None = Field(None, ge=1, le=16, description="Token vectors averaged into one.")
     drop_old: bool = Field(False, description="Remove the old version once the new one is live.")
 
 

@@ -54,22 +54,26 @@ def healthz(request: Request) -> JSONResponse:
     return JSONResponse(out.model_dump(exclude_none=True), 200 if out.status == "ok" else 503)
 
 
-def _search(index: Index, query: str, k: int, flt: SearchFilter | None) -> models.SearchResponse:
-    hits = index.search(query, k, flt)
-    return models.SearchResponse(query=query, k=k, hits=[models.SearchHitOut.from_hit(h) for h in hits])
+def _search(
+    index: Index, query: str, k: int, flt: SearchFilter | None, mode: str | None, prefetch: int | None
+) -> models.SearchResponse:
+    chosen = index.search_mode(mode)  # type: ignore[arg-type]
+    hits = index.search(query, k, flt, mode=chosen, prefetch=prefetch)
+    out = [models.SearchHitOut.from_hit(h) for h in hits]
+    return models.SearchResponse(query=query, k=k, mode=chosen, hits=out)
 
 
 @router.post("/search", response_model=models.SearchResponse)
 def search_post(request: Request, body: models.SearchRequest) -> models.SearchResponse:
     """The pages that best match a query, best first, optionally within a document or tags."""
-    return _search(_index(request), body.query, body.k, body.filter)
+    return _search(_index(request), body.query, body.k, body.filter, body.mode, body.prefetch)
 
 
 @router.get("/search", response_model=models.SearchResponse)
 def search_get(request: Request, params: Annotated[models.SearchParams, Query()]) -> models.SearchResponse:
     """``GET /search?q=...&k=...&doc_id=...&source=...&tag=key=value``: the same search, for links and
     quick tries."""
-    return _search(_index(request), params.q, params.k, params.to_filter())
+    return _search(_index(request), params.q, params.k, params.to_filter(), params.mode, params.prefetch)
 
 
 @router.get("/documents", response_model=DocumentList)

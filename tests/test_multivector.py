@@ -1,0 +1,172 @@
+"""Multi-vector collections end to end on the tiny model: token vectors stored with every page, searched
+in three modes (dense, multi, hybrid) from the library, the API and the command line, pooled when asked,
+made by a reindex from a single-vector collection, and scored per mode by `docvec eval`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from docvec import EmbedSettings, Index, InputError, ModelError, SearchFilter, Settings
+from docvec._store import Filter
+
+from .processes import docvec
+from .test_eval import _dataset
+
+SMALL = 28 * 28 * 16
+DOCS = (
+    "pysamples__smile.png",
+    "pysamples__minimal-document.pdf",
+    "pysamples__pdflatex-4-pages.pdf",
+    "pysamples__multicolumn.pdf",
+)
+
+
+def _settings(data: Path, tiny_dir: Path, **extra: object) -> Settings:
+    return Settings(
+        data_dir=data, model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL, threads=2), **extra
+    )
+
+
+@pytest.fixture()
+def folder(tmp_path: Path, documents: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in DOCS:
+        shutil.copy(documents / name, docs / name)
+    return docs
+
+
+def _maxsim(query: np.ndarray, page: np.ndarray) -> float:
+    return float((query @ page.T).max(axis=1).sum())
+
+
+def test_pages_keep_their_tokens_and_three_modes_search_them(
+    tmp_path: Path, folder: Path, tiny_dir: Path
+) -> None:
+    settings = _settings(tmp_path / "data", tiny_dir, multivector=True)
+    with Index.open(settings) as index:
+        report = index.add([folder], tags=["set=a"])
+        assert report.ok
+        version = index._store.live("docvec")
+        assert version is not None and index._store.token_dim(version) == 128
+        points = list(index._store.scroll(version, with_vectors=True))
+        assert len(points) == report.pages_indexed
+        embedder = index.embedder
+        for p in points[:2]:  # each page's tokens are the head's, for every token of its prompt
+            _, want = embedder.embed_images_multi([index.pages.path(p.payload["image"])])
+            assert p.tokens is not None and p.tokens.shape == want[0].shape
+            np.testing.assert_allclose(p.tokens, want[0], atol=2**-10)
+        _, query_tokens = embedder.embed_queries_multi(["the quick brown fox"])
+        exact = sorted(points, key=lambda p: -_maxsim(query_tokens[0], p.tokens))  # type: ignore[arg-type]
+        assert index.search_mode() == "hybrid"  # auto, on a multi-vector collection
+        multi = index.search("the quick brown fox", 5, mode="multi")
+        assert [h.doc_id for h in multi] == [p.payload["doc_id"] for p in exact[:5]]
+        assert [h.page for h in multi] == [p.payload["page"] for p in exact[:5]]
+        want_scores = [_maxsim(query_tokens[0], p.tokens) for p in exact[:5]]  # type: ignore[arg-type]
+        np.testing.assert_allclose([h.score for h in multi], want_scores, atol=2e-2)  # float16 tokens
+        # a prefetch covering every page is the exhaustive MaxSim; a narrow one stays within dense's best
+        assert index.search("the quick brown fox", 5, mode="hybrid", prefetch=len(points)) == multi
+        dense = index.search("the quick brown fox", 3, mode="dense")
+        narrow = index.search("the quick brown fox", 3, mode="hybrid", prefetch=3)
+        assert {(h.doc_id, h.page) for h in narrow} == {(h.doc_id, h.page) for h in dense}
+        # filters hold in every mode
+        pdf = SearchFilter(source=str(folder / "pysamples__pdflatex-4-pages.pdf"))
+        for mode in ("dense", "multi", "hybrid"):
+            hits = index.search("the quick brown fox", 10, pdf, mode=mode)  # type: ignore[arg-type]
+            assert {h.name for h in hits} == {"pysamples__pdflatex-4-pages.pdf"} and len(hits) == 4, mode
+
+
+def test_tokens_are_pooled_when_asked(tmp_path: Path, folder: Path, tiny_dir: Path) -> None:
+    plain = _settings(tmp_path / "plain", tiny_dir, multivector=True)
+    pooled = _settings(tmp_path / "pooled", tiny_dir, multivector=True, token_pool=3)
+    counts = []
+    for settings in (plain, pooled):
+        with Index.open(settings) as index:
+            index.add([folder / "pysamples__smile.png"])
+            version = index._store.live("docvec")
+            assert version is not None
+            (point,) = index._store.scroll(version, with_vectors=True)
+            assert point.tokens is not None
+            counts.append(point.tokens.shape[0])
+            assert point.payload["embedding"]["token_pool"] == settings.token_pool
+            assert index.search("a face", 1)  # and it searches
+    assert counts[1] == -(-counts[0] // 3)
+
+
+def test_a_single_vector_collection_refuses_token_searches_and_reindexes_into_one(
+    tmp_path: Path, folder: Path, tiny_dir: Path
+) -> None:
+    data = tmp_path / "data"
+    env = {
+        "DOCVEC_DATA_DIR": str(data),
+        "DOCVEC_MODEL": str(tiny_dir),
+        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+    }
+    assert docvec("ingest", str(folder), env=env).returncode == 0
+    r = docvec("search", "a face", "--mode", "multi", env=env)
+    assert r.returncode == 2 and "single-vector" in r.stderr and "docvec reindex --multivector" in r.stderr
+    r = docvec("reindex", "--multivector", "--json", env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert report["switched"] and report["pages_rendered"] == 0  # tokens from the stored images
+    r = docvec("search", "a face", "--json", env=env)  # auto: hybrid now
+    assert r.returncode == 0 and len(json.loads(r.stdout)) == 5
+    r = docvec("search", "a face", "--mode", "dense", "--json", env=env)
+    assert r.returncode == 0 and len(json.loads(r.stdout)) == 5
+    settings = _settings(data, tiny_dir)
+    with Index.open(settings) as index:
+        assert [(v.version, v.live) for v in index.versions()] == [("docvec.v1", False), ("docvec.v2", True)]
+        version = index._store.live("docvec")
+        assert version is not None
+        assert index._store.count(version, Filter(finished=True)) == index._store.count("docvec.v1")
+        with pytest.raises(InputError, match="prefetch"):
+            index.search("a face", 3, prefetch=0)
+
+
+def test_a_model_without_a_head_cannot_fill_a_multi_vector_collection(
+    tmp_path: Path, folder: Path, tiny_dir: Path
+) -> None:
+    headless = tmp_path / "headless"
+    headless.mkdir()
+    for f in tiny_dir.glob("*.gguf"):
+        if f.name != "multivector-head.gguf":
+            shutil.copy(f, headless / f.name)
+    with (
+        Index.open(_settings(tmp_path / "data", headless, multivector=True)) as index,
+        pytest.raises(ModelError, match="no multi-vector head"),
+    ):
+        index.add([folder / "pysamples__smile.png"])
+
+
+def test_the_api_says_which_mode_answered(tmp_path: Path, folder: Path, tiny_dir: Path) -> None:
+    from docvec.api import create_app
+
+    settings = _settings(tmp_path / "data", tiny_dir, multivector=True)
+    with Index.open(settings) as index:
+        index.add([folder / "pysamples__smile.png", folder / "pysamples__minimal-document.pdf"])
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/search", json={"query": "a face", "k": 2})
+        assert r.status_code == 200 and r.json()["mode"] == "hybrid"
+        r = client.get("/search", params={"q": "a face", "mode": "multi"})
+        assert r.json()["mode"] == "multi" and len(r.json()["hits"]) == 2
+        r = client.post("/search", json={"query": "a face", "mode": "dense", "prefetch": 5})
+        assert r.json()["mode"] == "dense"
+        assert client.post("/search", json={"query": "x", "mode": "sideways"}).status_code == 422
+
+
+def test_eval_scores_each_mode_on_the_same_pages(tmp_path: Path, tiny_dir: Path) -> None:
+    ds = _dataset(tmp_path / "ds")
+    env = {"DOCVEC_MODEL": str(tiny_dir), "DOCVEC_EMBED__MAX_PIXELS": str(SMALL)}
+    r = docvec("eval", str(ds), "--mode", "dense", "--mode", "multi", "--mode", "hybrid", "--json", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert set(out["modes"]) == {"dense", "multi", "hybrid"} and out["pages_indexed"] == 6
+    for scores in out["modes"].values():
+        assert 0.0 <= scores["ndcg@5"] <= 1.0 and 0.0 <= scores["recall@10"] <= 1.0
+    assert out["ndcg@5"] == out["modes"]["dense"]["ndcg@5"]  # the first mode asked for heads the report
