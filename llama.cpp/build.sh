@@ -5,7 +5,8 @@
 #
 # 1. downloads the pinned source release (llama.cpp/pin.env) from PyPI, checks its sha256;
 # 2. unpacks it under the cache folder, where docvec finds the conversion tools and the Qwen2 vocabulary
-#    that the wheel does not ship, and applies our patches (llama.cpp/patches/*.patch; none today);
+#    that the wheel does not ship, and applies our patches (llama.cpp/patches/*.patch, each with its reason
+#    in its header);
 # 3. builds the wheel once per (version, CMAKE_ARGS, patches) and keeps it, so a second set-up installs in
 #    seconds instead of compiling for ~12 minutes;
 # 4. installs it.

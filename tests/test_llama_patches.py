@@ -12,6 +12,7 @@ import numpy as np
 
 from docvec import ModelFiles
 from docvec._convert import convert_checkpoint
+from docvec._llama import LlamaContext, LlamaModel, backend
 from docvec._toolchain import LlamaCppSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,5 +76,31 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     src = LlamaCppSource.in_cache(cache_dir)
     mmq = (src.vendor / "ggml" / "src" / "ggml-cpu" / "amx" / "mmq.cpp").read_text()
     assert '__asm__ __volatile__("" : : "r"(&tc) : "memory");' in mmq
+    graph = (src.vendor / "src" / "models" / "qwen2vl.cpp").read_text()
+    assert "cparams.embeddings && pooling_type == LLAMA_POOLING_TYPE_NONE" in graph
     patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
-    assert patches == ["0001-amx-tile-config-dead-stores.patch"]
+    assert patches == [
+        "0001-amx-tile-config-dead-stores.patch",
+        "0002-qwen2vl-embeddings-without-output-head.patch",
+    ]
+
+
+def test_embeddings_context_computes_no_logits(tiny_files: ModelFiles) -> None:
+    """0002-qwen2vl-embeddings-without-output-head.patch: no output head, no logits buffer.
+
+    Unpatched, every decoded token is also multiplied by the n_vocab x n_embd output head and its logits
+    are copied out; llama_get_logits then points at them. Patched, the graph ends at the hidden states,
+    which stay what they were (the parity tests compare them with the PyTorch reference).
+    """
+    ll, _ = backend()
+    model = LlamaModel(tiny_files.language_model)
+    ctx = LlamaContext(model, n_ctx=256, n_batch=64, threads=2)
+    try:
+        tokens = model.tokenize("a page about the output head " * 4)
+        states = ctx.decode_tokens(tokens, 0)
+        assert states.shape == (len(tokens), model.n_embd)
+        assert np.isfinite(states).all() and float(np.abs(states).max()) > 0
+        assert not ll.llama_get_logits(ctx.handle), "the context computed logits nobody reads"
+    finally:
+        ctx.close()
+        model.close()

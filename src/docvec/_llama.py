@@ -155,7 +155,8 @@ class LlamaContext:
         """Decode input embeddings (n, n_embd_inp) with positions (n_pos_per_token, n); in sub-batches.
 
         Sub-batches give the same states as one batch (KV cache plus causal mask) and bound the memory the
-        context needs for outputs, which llama.cpp sizes for the full vocabulary per output token.
+        context needs for outputs (hidden states only with our patch 0002; a full vocabulary of logits per
+        output token for architectures it does not cover).
         """
         n = embd.shape[0]
         out = []
