@@ -15,6 +15,8 @@ from docvec._convert import convert_checkpoint
 from docvec._llama import LlamaContext, LlamaModel, backend
 from docvec._toolchain import LlamaCppSource
 
+from .conftest import page_image
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _EMBED = textwrap.dedent(
@@ -78,10 +80,13 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     assert '__asm__ __volatile__("" : : "r"(&tc) : "memory");' in mmq
     graph = (src.vendor / "src" / "models" / "qwen2vl.cpp").read_text()
     assert "cparams.embeddings && pooling_type == LLAMA_POOLING_TYPE_NONE" in graph
+    cpu = (src.vendor / "ggml" / "src" / "ggml-cpu" / "ggml-cpu.c").read_text()
+    assert "ggml_compute_forward_mul_mat_k_tail(params, src0" in cpu
     patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
     assert patches == [
         "0001-amx-tile-config-dead-stores.patch",
         "0002-qwen2vl-embeddings-without-output-head.patch",
+        "0003-cpu-mul-mat-k-tail-through-tinyblas.patch",
     ]
 
 
@@ -104,3 +109,61 @@ def test_embeddings_context_computes_no_logits(tiny_files: ModelFiles) -> None:
     finally:
         ctx.close()
         model.close()
+
+
+_ODD_WIDTHS = textwrap.dedent(
+    """
+    import json, logging, sys
+    from pathlib import Path
+    from docvec import Embedder, EmbedSettings, ModelFiles
+    from tests.conftest import page_image
+    lines = []
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+    logging.getLogger("docvec.llama").addHandler(Keep())
+    logging.getLogger("docvec.llama").setLevel(logging.DEBUG)
+    lm, mm = sys.argv[1:3]
+    with Embedder(ModelFiles(Path(lm), Path(mm)), EmbedSettings(threads=2)) as emb:
+        i = emb.embed_images([page_image(448, 448)])
+        q = emb.embed_queries(["a query long enough to make a batch of several tokens"])
+    tail = [s for s in lines if "through tinyBLAS" in s]
+    print(json.dumps({"i": i[0].tolist(), "q": q[0].tolist(), "tail": tail}))
+    """
+)
+
+
+def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> None:
+    """0003-cpu-mul-mat-k-tail-through-tinyblas.patch: F16 products with a k that is not a multiple of 64.
+
+    Qwen2.5-VL-3B's vision MLP is 3420 wide; unpatched, its down projection skipped tinyBLAS for ggml's
+    vec_dot loop. This tiny model has MLPs 100 (vision) and 200 (text) wide: patched, the split path logs
+    its one debug line (missing without the patch), and the embeddings still match the PyTorch reference.
+    """
+    import dataclasses
+
+    import torch
+
+    from docvec._tiny_checkpoint import ModelGeometry, build_checkpoint
+
+    from .reference import ReferenceEmbedder
+
+    src = LlamaCppSource.in_cache(cache_dir)
+    geometry = dataclasses.replace(ModelGeometry.tiny(), vision_intermediate=100, text_intermediate=200)
+    hf = build_checkpoint(tmp_path / "hf", src.qwen2_vocab, geometry, cache_dir=cache_dir / "tokenizers")
+    files = convert_checkpoint(hf, tmp_path, source=src, name="odd", outtype="f16").main
+    r = subprocess.run(
+        [sys.executable, "-c", _ODD_WIDTHS, str(files.language_model), str(files.mmproj)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["tail"], "no F16 product with an odd k went through tinyBLAS"
+    ref = ReferenceEmbedder(hf, dtype=torch.float32, threads=2)
+    want_i = ref.embed_images([page_image(448, 448)])[0]
+    want_q = ref.embed_queries(["a query long enough to make a batch of several tokens"])[0]
+    assert float(np.dot(got["i"], want_i)) >= 0.99999
+    assert float(np.dot(got["q"], want_q)) >= 0.99999

@@ -1,0 +1,56 @@
+"""Embed one A4 page (and one query) with the bench models, for a profiler to watch.
+
+    make bench-full                    # builds the 3B-geometry GGUFs once
+    perf record -F 250 -o /tmp/page.perf -- python benchmarks/profile_page.py --full --type BF16
+    perf report -i /tmp/page.perf --no-children --sort dso,symbol | head -40
+
+Loading and a warm-up page come first; the page's start and end are printed as wall-clock stamps, so a
+profile can be cut to it (`perf report --time`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from bench_embed import IMAGES, _page
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="the 3B-geometry models (default: the tiny ones)")
+    ap.add_argument("--type", default="BF16", choices=["F16", "BF16", "Q8_0"])
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--decode-batch", type=int, default=1024, help="tokens per llama.cpp decode call")
+    args = ap.parse_args()
+
+    from docvec import Embedder, EmbedSettings, ModelFiles, Settings
+
+    base = Settings().cache_dir / "models" / ("bench-3b" if args.full else "bench-tiny")
+    if args.type == "Q8_0":
+        files = ModelFiles(base / "f16" / "Q8_0" / "m-Q8_0.gguf", base / "f16" / "mmproj-m-F16.gguf")
+    else:
+        d = base / args.type.lower()
+        files = ModelFiles(d / f"m-{args.type}.gguf", d / f"mmproj-m-{args.type}.gguf")
+    if not files.language_model.is_file():
+        make = "make bench-full" if args.full else "make bench"
+        raise SystemExit(f"{files.language_model}: not built yet; run {make} first")
+    name, w, h = IMAGES[-1]
+    with Embedder(files, EmbedSettings(threads=args.threads, decode_batch=args.decode_batch)) as emb:
+        emb.embed_images([_page(224, 224)])
+        t = time.perf_counter()
+        print(f"{time.time():.3f} page start", flush=True)
+        st = emb.image_states(_page(w, h))
+        print(f"{time.time():.3f} page end", flush=True)
+        print(
+            f"{name}: {st.states.shape[0]} tokens, vision {st.vision_seconds:.2f} s + language model "
+            f"{st.lm_seconds:.2f} s (wall {time.perf_counter() - t:.2f} s)"
+        )
+        t = time.perf_counter()
+        emb.embed_queries(["total amount due on the invoice"])
+        print(f"query: {time.perf_counter() - t:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
