@@ -1,11 +1,12 @@
 """Embed one A4 page (and one query) with the bench models, for a profiler to watch.
 
     make bench-full                    # builds the 3B-geometry GGUFs once
-    perf record -F 250 -o /tmp/page.perf -- python benchmarks/profile_page.py --full --type BF16
-    perf report -i /tmp/page.perf --no-children --sort dso,symbol | head -40
+    perf record -k CLOCK_MONOTONIC -F 250 -o /tmp/page.perf -- python benchmarks/profile_page.py --full
+    perf report -i /tmp/page.perf --no-children --sort dso,symbol --time START,VISION_END | head -40
 
-Loading and a warm-up page come first; the page's start and end are printed as wall-clock stamps, so a
-profile can be cut to it (`perf report --time`).
+Loading and a warm-up page come first; the page's start, the end of its vision encoder and its end are
+printed in CLOCK_MONOTONIC seconds, the clock ``perf record -k CLOCK_MONOTONIC`` stamps samples with, so
+``perf report --time`` can cut the profile to the vision encoder or the language model.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ def main() -> None:
     with Embedder(files, EmbedSettings(threads=args.threads, decode_batch=args.decode_batch)) as emb:
         emb.embed_images([_page(224, 224)])
         t = time.perf_counter()
-        print(f"{time.time():.3f} page start", flush=True)
+        start = time.monotonic()
         st = emb.image_states(_page(w, h))
-        print(f"{time.time():.3f} page end", flush=True)
+        end = time.monotonic()
+        # image_states runs the vision encoder, then the language model
+        print(f"START={start:.6f} VISION_END={start + st.vision_seconds:.6f} END={end:.6f}")
         print(
             f"{name}: {st.states.shape[0]} tokens, vision {st.vision_seconds:.2f} s + language model "
             f"{st.lm_seconds:.2f} s (wall {time.perf_counter() - t:.2f} s)"
