@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,11 +83,14 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     assert "cparams.embeddings && pooling_type == LLAMA_POOLING_TYPE_NONE" in graph
     cpu = (src.vendor / "ggml" / "src" / "ggml-cpu" / "ggml-cpu.c").read_text()
     assert "ggml_compute_forward_mul_mat_k_tail(params, src0" in cpu
+    ops = (src.vendor / "ggml" / "src" / "ggml-cpu" / "ops.cpp").read_text()
+    assert "ggml_cpu_fp16_to_fp32(mp_row + ic, m32, kv_tile);" in ops
     patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
     assert patches == [
         "0001-amx-tile-config-dead-stores.patch",
         "0002-qwen2vl-embeddings-without-output-head.patch",
         "0003-cpu-mul-mat-k-tail-through-tinyblas.patch",
+        "0004-cpu-flash-attn-mask-scan-simd.patch",
     ]
 
 
@@ -111,7 +115,7 @@ def test_embeddings_context_computes_no_logits(tiny_files: ModelFiles) -> None:
         model.close()
 
 
-_ODD_WIDTHS = textwrap.dedent(
+_EMBED_LOGGED = textwrap.dedent(
     """
     import json, logging, sys
     from pathlib import Path
@@ -127,10 +131,34 @@ _ODD_WIDTHS = textwrap.dedent(
     with Embedder(ModelFiles(Path(lm), Path(mm)), EmbedSettings(threads=2)) as emb:
         i = emb.embed_images([page_image(448, 448)])
         q = emb.embed_queries(["a query long enough to make a batch of several tokens"])
-    tail = [s for s in lines if "through tinyBLAS" in s]
-    print(json.dumps({"i": i[0].tolist(), "q": q[0].tolist(), "tail": tail}))
+    marks = [s for s in lines if s.startswith("ggml-cpu: ")]
+    print(json.dumps({"i": i[0].tolist(), "q": q[0].tolist(), "marks": marks}))
     """
 )
+
+
+def _embed_logged(files: ModelFiles) -> dict[str, Any]:
+    """An image and a query embedded in a fresh process, with the debug lines our patches log there once."""
+    r = subprocess.run(
+        [sys.executable, "-c", _EMBED_LOGGED, str(files.language_model), str(files.mmproj)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]))
+
+
+def test_flash_attention_mask_scan(tiny_files: ModelFiles) -> None:
+    """0004-cpu-flash-attn-mask-scan-simd.patch: the tiled flash-attention kernel's mask scan.
+
+    A pure speed-up (a scalar table lookup per mask element became SIMD conversion): the tiny model's
+    windowed vision blocks take the patched path, which logs its mark once; the values are those the
+    parity tests compare with the PyTorch reference.
+    """
+    got = _embed_logged(tiny_files)
+    assert any("flash attention reads its mask with SIMD" in m for m in got["marks"]), got["marks"]
 
 
 def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> None:
@@ -152,16 +180,8 @@ def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> N
     geometry = dataclasses.replace(ModelGeometry.tiny(), vision_intermediate=100, text_intermediate=200)
     hf = build_checkpoint(tmp_path / "hf", src.qwen2_vocab, geometry, cache_dir=cache_dir / "tokenizers")
     files = convert_checkpoint(hf, tmp_path, source=src, name="odd", outtype="f16").main
-    r = subprocess.run(
-        [sys.executable, "-c", _ODD_WIDTHS, str(files.language_model), str(files.mmproj)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
-    assert got["tail"], "no F16 product with an odd k went through tinyBLAS"
+    got = _embed_logged(files)
+    assert any("through tinyBLAS" in m for m in got["marks"]), got["marks"]
     ref = ReferenceEmbedder(hf, dtype=torch.float32, threads=2)
     want_i = ref.embed_images([page_image(448, 448)])[0]
     want_q = ref.embed_queries(["a query long enough to make a batch of several tokens"])[0]
