@@ -144,6 +144,21 @@ def test_a_model_without_a_head_cannot_fill_a_multi_vector_collection(
         index.add([folder / "pysamples__smile.png"])
 
 
+def test_reindexing_to_multi_vector_needs_a_head(tmp_path: Path, folder: Path, tiny_dir: Path) -> None:
+    """Refused before the new version is made: no empty version is left, the live one is untouched."""
+    headless = tmp_path / "headless"
+    headless.mkdir()
+    for f in tiny_dir.glob("*.gguf"):
+        if f.name != "multivector-head.gguf":
+            shutil.copy(f, headless / f.name)
+    with Index.open(_settings(tmp_path / "data", headless)) as index:
+        index.add([folder / "pysamples__smile.png"])
+        with pytest.raises(ModelError, match=r"collection 'docvec' is multi-vector, and the model .* has no"):
+            index.reindex(multivector=True)
+        assert [(v.version, v.live) for v in index.versions()] == [("docvec.v1", True)]
+        assert index.count() == 1
+
+
 def test_the_api_says_which_mode_answered(tmp_path: Path, folder: Path, tiny_dir: Path) -> None:
     from docvec.api import create_app
 

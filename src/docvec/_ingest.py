@@ -45,7 +45,7 @@ from ._render import DocumentInfo, PageFailure, RenderedPage, Renderer
 from ._sources import SourceDocument, discover, identify
 from ._store import Filter, Point, Store, point_id
 
-__all__ = ["IngestProgress", "Ingestor", "PageFn", "ProgressFn"]
+__all__ = ["IngestProgress", "Ingestor", "PageFn", "ProgressFn", "require_head"]
 
 log = logging.getLogger("docvec")
 
@@ -80,6 +80,17 @@ def _failed(path: object, reason: str) -> IngestReport:
     return IngestReport(documents_failed=1, failures=[IngestFailure(path=str(path), reason=reason)])
 
 
+def require_head(embedder: Embedder, collection: str) -> None:
+    """Refuse to fill multi-vector ``collection`` with a model that has no multi-vector head."""
+    if not embedder.has_multivector:
+        folder = embedder.files.language_model.parent
+        raise ModelError(
+            f"collection {collection!r} is multi-vector, and the model {folder} has no multi-vector "
+            "head: `docvec models convert` one from a checkpoint that has it, or `docvec models pull "
+            "jina-v4`"
+        )
+
+
 class Ingestor:
     """Ingests documents into one version of a collection (see :mod:`docvec._store`), which must exist;
     one document at a time (a renderer renders one document at a time), so callers that share one
@@ -106,13 +117,8 @@ class Ingestor:
         self.renderer = renderer
         self.collection = collection
         self.info = embedding_info(embedder, multivector=multivector, token_pool=token_pool)
-        if multivector and not embedder.has_multivector:
-            folder = embedder.files.language_model.parent
-            raise ModelError(
-                f"collection {collection!r} is multi-vector, and the model {folder} has no multi-vector "
-                "head: `docvec models convert` one from a checkpoint that has it, or `docvec models pull "
-                "jina-v4`"
-            )
+        if multivector:
+            require_head(embedder, collection)
         check_same_vectors(
             recorded_info(store, collection),
             self.info,

@@ -37,7 +37,7 @@ from pydantic_core import to_jsonable_python
 
 from ._embed import Embedder, normalize
 from ._errors import CollectionNotFoundError, NotFoundError, RenderError, StoreError
-from ._ingest import Ingestor, IngestProgress, ProgressFn
+from ._ingest import Ingestor, IngestProgress, ProgressFn, require_head
 from ._pagestore import PageStore
 from ._provenance import embedding_info, recorded_info, same_model, truncated_info
 from ._records import EmbeddingInfo, IngestFailure, IngestReport, ReindexReport
@@ -84,6 +84,8 @@ class Reindexer:
         self.collection = collection
         self.model = model
         self.info = embedding_info(embedder, multivector=multivector, token_pool=token_pool)
+        if multivector:  # before run() creates the new version, which would be left empty
+            require_head(embedder, collection)
         self.progress = progress
         self.report = ReindexReport(collection=collection, old_version=None, new_version=None, switched=False)
         self._handled: set[str] = set()  # documents this run has brought over (or reported as lost)
