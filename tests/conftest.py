@@ -78,7 +78,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_hf(tiny_dir: Path) -> Path:
-    """The Hugging Face checkpoint the tiny GGUFs were converted from (seed 0, float32)."""
+    """The Hugging Face checkpoint the tiny GGUFs were converted from (seed 0, bfloat16 as jina-v4 is)."""
     return tiny_dir / "hf"
 
 

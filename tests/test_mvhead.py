@@ -3,11 +3,11 @@ through llama.cpp against the PyTorch reference with the same head (read from th
 
 Bars: per-token cosine median >= 0.99999 and min >= 0.999; the same number of tokens as the reference;
 MaxSim (summed over query tokens, as ColPali and jina-embeddings-v4 score) of 3 queries x 6 images within
-2e-3 of the reference's. Not 1e-3: F16 GGUFs put every 9-token query 1.2e-3 off at worst. That is F16
-numerics, not the head: llama.cpp rounds weights and activations to F16 and keeps its KV cache in F16, and
-the errors of the tokens of a query add up in the sum (F32 GGUFs: 8.7e-4, the KV cache left; the
-reference with F16-rounded weights: 8.3e-4; the head itself is applied in float64). A fault of the
-multi-vector path is far off: keeping only the image span's tokens moves the first score by 2.7e-2.
+1e-3 of the reference's. The tiny checkpoint is bfloat16, as jina-v4 is published, so the F16 GGUFs hold its
+weights unrounded and what differs is llama.cpp's arithmetic (F16 in its matmuls and attention): 9.5e-4 at
+worst, on 9-token queries whose per-token errors add up in the sum. From a float32 checkpoint, whose
+weights the F16 GGUFs round, it was 1.2e-3; an F32 KV cache changes nothing. A fault of the multi-vector
+path is far off: keeping only the image span's tokens moves the first score by 2.7e-2.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from .test_parity import SHAPES, TEXTS, shape_image
 
 MEDIAN_BAR = 0.99999
 MIN_BAR = 0.999
-MAXSIM_TOLERANCE = 2e-3
+MAXSIM_TOLERANCE = 1e-3
 
 QUERIES = ["what is the total amount due?", "revenue by quarter, EMEA region", "a table of six rows"]
 
@@ -91,13 +91,15 @@ def reference_images(reference: ReferenceEmbedder, images: dict[str, Image.Image
 
 
 def test_the_head_file_is_the_checkpoints_head(head_files: ModelFiles, tiny_hf: Path) -> None:
-    from safetensors.numpy import load_file
+    import torch
+    from safetensors.torch import load_file
 
     assert head_files.head is not None
     head = read_head(head_files.head, width=64)
     saved = load_file(str(tiny_hf / "model.safetensors"))
-    np.testing.assert_array_equal(head.weight, saved[KEYS[0]])  # float32 in, float32 out: exact
-    np.testing.assert_array_equal(head.bias, saved[KEYS[1]])
+    assert saved[KEYS[0]].dtype == saved[KEYS[1]].dtype == torch.bfloat16
+    np.testing.assert_array_equal(head.weight, saved[KEYS[0]].float().numpy())  # bf16 widened: exact
+    np.testing.assert_array_equal(head.bias, saved[KEYS[1]].float().numpy())
     assert (head.dim, head.width) == (128, 64)
     info = resolve_model(head_files.head.parent)[0]
     assert info.head == head_files.head
@@ -331,12 +333,12 @@ def test_convert_exports_the_head_to_every_model_folder(tiny_dir: Path, tmp_path
 
 @pytest.mark.slow
 def test_a_checkpoint_without_a_head_converts_as_before(tiny_dir: Path, tmp_path: Path) -> None:
-    from safetensors.numpy import load_file, save_file
+    from safetensors.torch import load_file
 
     hf = tmp_path / "hf"
     shutil.copytree(tiny_dir / "hf", hf)
     tensors = load_file(str(hf / "model.safetensors"))
-    save_file({k: v for k, v in tensors.items() if k not in KEYS}, str(hf / "model.safetensors"))
+    _save(hf / "model.safetensors", {k: v for k, v in tensors.items() if k not in KEYS})
     out = tmp_path / "out"
     stale = write_head(out / HEAD_FILE, np.ones((128, 64)), np.ones(128), source="an earlier conversion")
     r = runner.invoke(app, ["models", "convert", str(hf), str(out), "--outtype", "f16", "--name", "m"])

@@ -362,21 +362,25 @@ def build_checkpoint(
     vocab_gguf: Path,
     geometry: ModelGeometry | None = None,
     seed: int = 0,
-    dtype: str = "float32",
+    dtype: str = "bfloat16",
     *,
     cache_dir: Path | None = None,
 ) -> Path:
     """Write a random-weight Qwen2.5-VL checkpoint folder to ``out_dir`` and return ``out_dir``.
 
-        ``geometry`` defaults to :meth:`ModelGeometry.tiny`; ``dtype`` is ``float32``, ``float16`` or
-        ``bfloat16``. The folder holds config.json, generation_config.json, the weights (one
-        model.safetensors, or shards of at most 2 GiB with an index), tokenizer.json, tokenizer_config.json,
-        special_tokens_map.json and preprocessor_config.json (jina-embeddings-v4's pixel bounds). The weights
-    include the multi-vector head (``multi_vector_projector.weight`` [128, text hidden] and ``.bias`` [128],
-    as jina-embeddings-v4 names them), which the Qwen2.5-VL model itself does not use. Weights are
-        generated tensor by tensor from ``seed`` and the tensor's name, so the same arguments give
-        byte-identical files and memory stays bounded by one shard. ``cache_dir`` keeps the rebuilt tokenizer
-        (see :func:`qwen25vl_tokenizer_json`).
+    ``geometry`` defaults to :meth:`ModelGeometry.tiny`; ``dtype`` is ``float32``, ``float16`` or
+    ``bfloat16``. The default is ``bfloat16`` because jina-embeddings-v4 is published in it: its weights
+    convert to F16 GGUFs unrounded (bfloat16's 8 mantissa bits fit in float16's 10; only magnitudes under
+    float16's normal range, 6.1e-5, move, by at most 3e-8), so parity tests on F16 GGUFs measure llama.cpp's
+    arithmetic, as they would on the real model, not a rounding of float32 weights that no user's model has.
+
+    The folder holds config.json, generation_config.json, the weights (one model.safetensors, or shards of
+    at most 2 GiB with an index), tokenizer.json, tokenizer_config.json, special_tokens_map.json and
+    preprocessor_config.json (jina-embeddings-v4's pixel bounds). The weights include the multi-vector head
+    (``multi_vector_projector.weight`` [128, text hidden] and ``.bias`` [128], as jina-embeddings-v4 names
+    them), which the Qwen2.5-VL model itself does not use. Weights are generated tensor by tensor from
+    ``seed`` and the tensor's name, so the same arguments give byte-identical files and memory stays bounded
+    by one shard. ``cache_dir`` keeps the rebuilt tokenizer (see :func:`qwen25vl_tokenizer_json`).
     """
     geometry = ModelGeometry.tiny() if geometry is None else geometry
     if dtype not in _DTYPES:

@@ -44,8 +44,8 @@ def find_tiny_model(out_dir: Path, *, seed: int = 0, outtype: OutType = "f16") -
 
 
 def _stamp(seed: int, outtype: str) -> dict[str, object]:
-    # version 2: the checkpoint has the multi-vector head, and the folder its head file
-    return {"seed": seed, "outtype": outtype, "version": 2}
+    # version 2: the checkpoint has the multi-vector head, and the folder its head file; 3: bfloat16 weights
+    return {"seed": seed, "outtype": outtype, "version": 3}
 
 
 def build_tiny_model(
