@@ -878,3 +878,32 @@ def test_multi_vector_collections_store_tokens_and_search_three_ways(opener: Ope
         s.upsert("single", points[:1])
     with pytest.raises(StoreError, match="multi-vector"):
         s.ensure_collection("m", 8)  # a single-vector run cannot take a multi-vector collection
+
+
+def test_edge_exhaustive_maxsim_scans_the_int8_copy_and_stays_exact(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    dense, _ = _corpus(400, 8, seed=12)
+    # 400 pages of 32 128-d tokens: 3.3 MB of float16, past the size at which optimize() quantizes
+    points = [Point(p.id, p.vector, p.payload, _tokens(rng, 32, 128)) for p in dense]
+    queries = [_tokens(rng, 9, 128) for _ in range(5)]
+    with open_store(path=tmp_path) as s:
+        s.ensure_collection("m", 8, tokens=128)
+        s.upsert("m", points)
+        before = [s.search("m", None, 10, tokens=q) for q in queries]  # a float16 scan: nothing quantized yet
+        assert s.optimize("m") is True
+        stored = {p.id: p.tokens for p in s.scroll("m", with_vectors=True)}
+        after = [s.search("m", None, 10, tokens=q) for q in queries]
+        hybrid = [s.search("m", points[0].vector, 10, tokens=q, prefetch=len(points)) for q in queries]
+    config = json.loads((tmp_path / "m.v1" / "shard" / "edge_config.json").read_text())
+    tokens = config["vectors"]["tokens"]
+    assert tokens["quantization_config"]["scalar"] == {"type": "int8", "quantile": 0.99, "memory": "cached"}
+    assert tokens["memory"] == "cached" and tokens["datatype"] == "float16"
+    assert list((tmp_path / "m.v1").rglob("vector_storage-tokens/quantized.data"))  # the copy the scan reads
+    for q, b, a, h in zip(queries, before, after, hybrid, strict=True):
+        exact = sorted((_maxsim(q, t) for t in stored.values()), reverse=True)[:10]  # type: ignore[arg-type]
+        # the pages of the float16 scan, with its scores (rescored with the float16 tokens, not int8's)
+        assert [x.id for x in a] == [x.id for x in b] == [x.id for x in h]
+        # and those of numpy's exact MaxSim (up to near-ties: Qdrant scores a float16 query)
+        np.testing.assert_allclose([_maxsim(q, stored[x.id]) for x in a], exact, rtol=0, atol=5e-4)  # type: ignore[arg-type]
+        np.testing.assert_allclose([x.score for x in a], [x.score for x in b], rtol=0, atol=1e-5)
+        np.testing.assert_allclose([x.score for x in h], [x.score for x in b], rtol=0, atol=1e-5)

@@ -110,6 +110,12 @@ class EdgeBackend:
         # Rescoring makes the scores exact; collections without an int8 copy (older ones) ignore it.
         quantization = qe.QuantizationSearchParams(rescore=True, oversampling=LAYOUT.oversampling)
         self._search_params = qe.SearchParams(quantization=quantization)
+        # Token vectors (see Layout.tokens): an exhaustive MaxSim scans their int8 copy and rescores; a
+        # rerank of prefetched pages reads the float16 tokens. Older multi-vector collections have no copy.
+        self._scan_tokens = qe.SearchParams(
+            quantization=qe.QuantizationSearchParams(rescore=True, oversampling=LAYOUT.token_oversampling)
+        )
+        self._rerank_tokens = qe.SearchParams(quantization=qe.QuantizationSearchParams(ignore=True))
         self._lock_fd: int | None = None
         if create or self.path.exists():
             self._own()
@@ -278,6 +284,9 @@ class EdgeBackend:
                 datatype=qe.VectorStorageDatatype.Float16,
                 hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=_FULL_SCAN_KB),
                 memory=qe.Memory.Cached,
+                quantization_config=qe.ScalarQuantizationConfig(
+                    type=qe.ScalarType.Int8, quantile=LAYOUT.quantile, memory=qe.Memory.Cached
+                ),
             )
         config = qe.EdgeConfig(
             vectors=vectors,
@@ -518,6 +527,7 @@ class EdgeBackend:
             prefetches=stages,
             filter=qfilter,
             with_payload=True,
+            params=self._scan_tokens if stages is None else self._rerank_tokens,
         )
         shard = self._shard(name)
         with self._translate(name, "search"):

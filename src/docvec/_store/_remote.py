@@ -142,6 +142,10 @@ class RemoteBackend:
         # exactly and warns on every query that has search params.
         quantization = models.QuantizationSearchParams(rescore=True, oversampling=LAYOUT.oversampling)
         self._search_params = None if self._local else models.SearchParams(quantization=quantization)
+        scan = models.QuantizationSearchParams(rescore=True, oversampling=LAYOUT.token_oversampling)
+        self._scan_tokens = None if self._local else models.SearchParams(quantization=scan)
+        rerank = models.QuantizationSearchParams(ignore=True)
+        self._rerank_tokens = None if self._local else models.SearchParams(quantization=rerank)
         try:
             if url == MEMORY or (path is not None and str(path) == MEMORY):
                 self._client = QdrantClient(location=MEMORY)
@@ -257,7 +261,7 @@ class RemoteBackend:
                 quantization_config=int8,
             )
         }
-        if tokens is not None:  # see Layout.tokens: no graph, no int8 copy in RAM, on disk
+        if tokens is not None:  # see Layout.tokens: no graph; on disk, and so is their int8 copy
             vectors[LAYOUT.tokens] = models.VectorParams(
                 size=tokens,
                 distance=models.Distance.COSINE,
@@ -265,6 +269,11 @@ class RemoteBackend:
                 datatype=models.Datatype(LAYOUT.datatype),
                 hnsw_config=models.HnswConfigDiff(m=0),
                 on_disk=True,
+                quantization_config=models.ScalarQuantization(
+                    scalar=models.ScalarQuantizationConfig(
+                        type=models.ScalarType.INT8, quantile=LAYOUT.quantile, always_ram=False
+                    )
+                ),
             )
         try:
             self._call(
@@ -460,6 +469,7 @@ class RemoteBackend:
                 query_filter=qfilter,
                 limit=k,
                 with_payload=True,
+                search_params=self._scan_tokens if stage is None else self._rerank_tokens,
             ),
         )
         return [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points]
