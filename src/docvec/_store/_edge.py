@@ -502,10 +502,7 @@ class EdgeBackend:
             with_payload=True,
             params=self._search_params,
         )
-        shard = self._shard(name)
-        with self._translate(name, "search"):
-            found = shard.query(request)
-        return [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in found]
+        return self._query(name, request)
 
     def search_tokens(
         self,
@@ -529,6 +526,9 @@ class EdgeBackend:
             with_payload=True,
             params=self._scan_tokens if stages is None else self._rerank_tokens,
         )
+        return self._query(name, request)
+
+    def _query(self, name: str, request: qe.QueryRequest) -> list[ScoredPoint]:
         shard = self._shard(name)
         with self._translate(name, "search"):
             found = shard.query(request)

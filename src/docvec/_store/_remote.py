@@ -423,21 +423,14 @@ class RemoteBackend:
     def search(
         self, name: str, vector: npt.NDArray[np.float32], k: int, flt: Filter | None
     ) -> list[ScoredPoint]:
-        qfilter = _to_client_filter(flt)
-        response = self._call(
-            "search",
+        return self._query(
             name,
-            lambda: self._client.query_points(
-                name,
-                query=vector.tolist(),
-                using=LAYOUT.vector,
-                query_filter=qfilter,
-                limit=k,
-                with_payload=True,
-                search_params=self._search_params,
-            ),
+            query=vector.tolist(),
+            using=LAYOUT.vector,
+            query_filter=_to_client_filter(flt),
+            limit=k,
+            search_params=self._search_params,
         )
-        return [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points]
 
     def search_tokens(
         self,
@@ -458,19 +451,19 @@ class RemoteBackend:
                 filter=qfilter,
                 params=self._search_params,
             )
-        response = self._call(
-            "search",
+        return self._query(
             name,
-            lambda: self._client.query_points(
-                name,
-                query=tokens.tolist(),
-                using=LAYOUT.tokens,
-                prefetch=stage,
-                query_filter=qfilter,
-                limit=k,
-                with_payload=True,
-                search_params=self._scan_tokens if stage is None else self._rerank_tokens,
-            ),
+            query=tokens.tolist(),
+            using=LAYOUT.tokens,
+            prefetch=stage,
+            query_filter=qfilter,
+            limit=k,
+            search_params=self._scan_tokens if stage is None else self._rerank_tokens,
+        )
+
+    def _query(self, name: str, **request: Any) -> list[ScoredPoint]:
+        response = self._call(
+            "search", name, lambda: self._client.query_points(name, with_payload=True, **request)
         )
         return [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points]
 
