@@ -294,8 +294,7 @@ def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
     print(
         f"{'pages':>6} {'pool':>4} {'dense p50':>10} {'multi p50':>10} {'hybrid p50':>11} {'numpy p50':>10} "
         f"{'np hybrid':>10} {'multi/numpy':>11} {'hybrid/dense':>12} {'hybrid/np':>9} {'multi recall':>12} "
-        f"{'hybrid recall':>13} "
-        f"{'disk/page':>10} {'RAM/page':>9}"
+        f"{'hybrid recall':>13} {'disk/page':>10} {'RAM/page':>9}"
     )
     for n in sizes:
         pages = _tokens_like_pages(rng, n, PAGE_TOKENS, basis, topics=3)
@@ -344,8 +343,7 @@ def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
             print(
                 f"{n:>6} {pool:>4} {d50:>8.2f}ms {m50:>8.2f}ms {h50:>9.2f}ms {n50:>8.2f}ms {nh50:>8.2f}ms "
                 f"{m50 / n50:>10.2f}x {h50 / d50:>11.2f}x {h50 / nh50:>8.2f}x {np.mean(found_multi):>12.3f} "
-                f"{np.mean(found):>13.3f} "
-                f"{disk / n / 1024:>8.1f}KB {ram / n / 1024:>7.1f}KB"
+                f"{np.mean(found):>13.3f} {disk / n / 1024:>8.1f}KB {ram / n / 1024:>7.1f}KB"
             )
     print(
         "targets: hybrid at 10k pages within 3x the dense search, hybrid recall@10 >= 0.95, multi within 2x "
