@@ -53,7 +53,7 @@ bench-reindex: setup
 	$(PY) benchmarks/bench_reindex.py
 
 schemas: setup
-	$(PY) -m docvec._schemas schemas
+	$(PY) -m docvec._cli._schemas schemas
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

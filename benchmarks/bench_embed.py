@@ -137,9 +137,9 @@ def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _models(full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
-    from docvec._convert import _quantize, convert_checkpoint, cpu_has_bf16
-    from docvec._tiny_checkpoint import ModelGeometry, build_checkpoint
-    from docvec._toolchain import LlamaCppSource
+    from docvec._tools._convert import _quantize, convert_checkpoint, cpu_has_bf16
+    from docvec._tools._tiny_checkpoint import ModelGeometry, build_checkpoint
+    from docvec._tools._toolchain import LlamaCppSource
 
     src = LlamaCppSource.in_cache(cache)
     base = cache / "models" / ("bench-3b" if full else "bench-tiny")

@@ -53,8 +53,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from docvec import Embedder, Index, RenderSettings, Settings
-    from docvec._render import PageFailure, Renderer
-    from docvec._tiny_model import build_tiny_model
+    from docvec._render._renderer import PageFailure, Renderer
+    from docvec._tools._tiny import build_tiny_model
 
     base = Settings()
     model = args.model or str(

@@ -32,10 +32,10 @@ def main() -> None:
 
     from tests.documents import make_text_pdf
 
-    from docvec import EmbedSettings, Index, Settings
-    from docvec._convert import convert_checkpoint
-    from docvec._tiny_model import build_tiny_model
-    from docvec._toolchain import LlamaCppSource
+    from docvec import EmbedSettings, Index, ReindexSpec, Settings
+    from docvec._tools._convert import convert_checkpoint
+    from docvec._tools._tiny import build_tiny_model
+    from docvec._tools._toolchain import LlamaCppSource
 
     base = Settings()
     folder = (
@@ -94,7 +94,7 @@ def main() -> None:
                 ):
                     searches = _Searcher(index)
                     t = time.perf_counter()
-                    done = index.reindex(**change)  # type: ignore[arg-type]
+                    done = index.reindex(ReindexSpec(**change))  # type: ignore[arg-type]
                     seconds = time.perf_counter() - t
                     n, bad = searches.stop()
                     rate = done.pages_embedded / seconds

@@ -105,7 +105,7 @@ def unit(rng: np.random.Generator, n: int) -> npt.NDArray[np.float32]:
 
 def bench_embedding(model: str | None, n: int) -> None:
     from docvec import Embedder, EmbedSettings, Settings
-    from docvec._tiny_model import build_tiny_model
+    from docvec._tools._tiny import build_tiny_model
 
     s = Settings()
     if model is None:
@@ -273,7 +273,7 @@ def _folder_bytes(root: Path) -> int:
 def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
     import psutil
 
-    from docvec._mvhead import pool_tokens
+    from docvec._model._head import pool_tokens
     from docvec._store import Point, open_store, point_id
 
     rng = np.random.default_rng(1)
@@ -357,7 +357,7 @@ def bench_api(model: str | None, seconds: float, clients: int) -> None:
     import uvicorn
 
     from docvec import Settings
-    from docvec._tiny_model import build_tiny_model
+    from docvec._tools._tiny import build_tiny_model
     from docvec.api import create_app
 
     data_dir = Path(tempfile.mkdtemp(prefix="docvec-bench-api-"))
@@ -382,7 +382,7 @@ def bench_api(model: str | None, seconds: float, clients: int) -> None:
             time.sleep(0.1)
         with httpx.Client() as c:
             # an index of the shipped samples: the load hits a real collection, not an empty one
-            from docvec._demo import sample_documents
+            from docvec._cli._demo import sample_documents
 
             for f in sorted(sample_documents().iterdir()):
                 if f.suffix in {".pdf", ".png"}:

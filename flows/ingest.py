@@ -29,7 +29,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, Failed, State
 
-from docvec import Index, IngestReport, RemoteIndex, Settings, StoreUnavailableError, connect, discover
+from docvec import IndexLike, IngestReport, Settings, StoreUnavailableError, connect, discover
 
 # the flows' own helper module, however this file is loaded (a script, a worker, a test)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,13 +62,13 @@ _WRITES = {"cache_policy": NO_CACHE, "retries": 3, "retry_delay_seconds": [5, 30
 
 
 @task(**_WRITES, retry_condition_fn=_store_unavailable)  # type: ignore[call-overload]
-def ingest_document(index: Index | RemoteIndex, path: Path, tags: list[str]) -> IngestReport:
+def ingest_document(index: IndexLike, path: Path, tags: list[str]) -> IngestReport:
     """Render, embed and store one document (skipped when unchanged)."""
     return index.add([path], tags=tags)
 
 
 @task(**_WRITES, retry_condition_fn=_store_unavailable)  # type: ignore[call-overload]
-def prune_documents(index: Index | RemoteIndex) -> int:
+def prune_documents(index: IndexLike) -> int:
     """Remove documents whose files are gone."""
     return index.prune()
 

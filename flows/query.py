@@ -20,7 +20,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from docvec import DocvecError, Index, RemoteIndex, Settings, connect, read_queries, write_results
+from docvec import DocvecError, IndexLike, Settings, connect, read_queries, write_results
 
 # the flows' own helper module, however this file is loaded (a script, a worker, a test)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,7 +35,7 @@ def load_queries(path: str, default_k: int) -> list[tuple[str, int]]:
 
 # a live handle (the index) is an input: nothing to cache
 @task(cache_policy=NO_CACHE)
-def run_query(index: Index | RemoteIndex, query: str, k: int) -> dict[str, Any]:
+def run_query(index: IndexLike, query: str, k: int) -> dict[str, Any]:
     """One query's hits, in the JSON form of `docvec search --json`."""
     return {"query": query, "k": k, "hits": [h.model_dump(mode="json") for h in index.search(query, k)]}
 

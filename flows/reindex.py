@@ -4,7 +4,7 @@
 
 or deploy it with prefect.yaml (`docvec-reindex/manual`) and run it on demand:
 
-    prefect deployment run docvec-reindex/manual --param dim=512
+    prefect deployment run docvec-reindex/manual --param spec='{"dim": 512}'
 
 It builds a new version of the collection (DOCVEC_COLLECTION) from what the index holds and switches to
 it once complete; searches read the old version meanwhile. A run that fails or is cancelled leaves the
@@ -23,7 +23,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.states import Completed, Failed, State
 
-from docvec import Settings, connect
+from docvec import ReindexSpec, Settings, connect
 
 # the flows' own helper module, however this file is loaded (a script, a worker, a test)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,27 +31,13 @@ from _limits import hold_slots
 
 
 @flow(name="docvec-reindex")
-def reindex_flow(
-    model: str | None = None,
-    dim: int | None = None,
-    max_pixels: int | None = None,
-    multivector: bool | None = None,
-    token_pool: int | None = None,
-    drop_old: bool = False,
-) -> State:
-    """Rebuild the collection with another model, vector size or page budget (unset: the collection's
-    own), as `docvec reindex` does; Failed when pages were lost."""
+def reindex_flow(spec: ReindexSpec | None = None) -> State:
+    """Rebuild the collection as ``spec`` asks (another model, vector size, page budget or kind of pages;
+    unset: the collection's own), as `docvec reindex` does; Failed when pages were lost."""
     logger = get_run_logger()
     # the writes of a reindex wait for the other runs that write (flows/_limits.py)
     with hold_slots(Settings()), connect(Settings(), notify=logger.info) as index:
-        report = index.reindex(
-            model=model,
-            dim=dim,
-            max_pixels=max_pixels,
-            multivector=multivector,
-            token_pool=token_pool,
-            drop_old=drop_old,
-        )
+        report = index.reindex(spec or ReindexSpec())
     logger.info(report.summary())
     for source in report.vanished:
         logger.warning(f"gone: {source}")
@@ -69,8 +55,7 @@ if __name__ == "__main__":
     ap.add_argument("--max-pixels", type=int, help="page budget of the new version")
     ap.add_argument("--drop-old", action="store_true", help="remove the old version once the new one is live")
     args = ap.parse_args()
-    state = reindex_flow(
-        model=args.model, dim=args.dim, max_pixels=args.max_pixels, drop_old=args.drop_old, return_state=True
-    )
+    spec = ReindexSpec(model=args.model, dim=args.dim, max_pixels=args.max_pixels, drop_old=args.drop_old)
+    state = reindex_flow(spec, return_state=True)
     print(state.result(raise_on_failure=False).model_dump_json(indent=2))
     raise SystemExit(0 if state.is_completed() else 1)

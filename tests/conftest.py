@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from docvec import Embedder, EmbedSettings, ModelFiles, Settings
-from docvec._tiny_model import build_tiny_model
-from docvec._toolchain import LlamaCppSource
+from docvec._tools._tiny import build_tiny_model
+from docvec._tools._toolchain import LlamaCppSource
 
 from .documents import DOCUMENTS, extended_corpus, make_text_pdf
 from .isolation import Isolation
@@ -73,6 +73,14 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
     """A fresh tiny model folder: hf/ checkpoint plus F16 GGUFs, built and converted at test time."""
     out = tmp_path_factory.mktemp("tiny")
     build_tiny_model(out, cache_dir=cache_dir, outtype="f16")
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_other_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
+    """Another tiny model: the same architecture and file names, other weights (seed 1)."""
+    out = tmp_path_factory.mktemp("tiny-seed1")
+    build_tiny_model(out, cache_dir=cache_dir, seed=1, outtype="f16")
     return out
 
 

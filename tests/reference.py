@@ -34,7 +34,7 @@ import torch
 from PIL import Image
 
 from docvec import ConfigError, InputError, ModelError, ModelNotFoundError
-from docvec._profiles import JINA_V4
+from docvec._model._profiles import JINA_V4
 
 __all__ = ["IMAGE_PROMPT", "PASSAGE_PROMPT", "QUERY_PROMPT", "ReferenceEmbedder", "maxsim", "maxsim_scores"]
 

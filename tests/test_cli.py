@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from docvec import Embedder, ModelFiles
 from docvec._cli import app
-from docvec._hub import REGISTRY
+from docvec._model._registry import REGISTRY
 from docvec._records import EmbeddingRecord
 
 from .conftest import page_image

@@ -11,8 +11,8 @@ import pytest
 import docvec
 import docvec.api
 from docvec import Settings
-from docvec._schemas import render_schemas
-from docvec._toolchain import LLAMA_CPP_PYTHON_VERSION
+from docvec._cli._schemas import render_schemas
+from docvec._tools._toolchain import LLAMA_CPP_PYTHON_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 

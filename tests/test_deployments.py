@@ -307,7 +307,9 @@ def test_scheduled_ingest_then_batch_query(
     # and the collection is rebuilt at another page budget by the reindex deployment
     budget = 28 * 28 * 32
     reindex = _run_id(
-        server.cli("deployment", "run", "docvec-reindex/manual", "--param", f"max_pixels={budget}")
+        server.cli(
+            "deployment", "run", "docvec-reindex/manual", "--param", f'spec={{"max_pixels": {budget}}}'
+        )
     )
     _finish(_worker(server, tmp_path, tiny_dir, data), server, _describe(server, [reindex]))
     run = server.client.read_flow_run(reindex)

@@ -186,7 +186,7 @@ def test_a_full_disk_does_not_stop_a_store_from_opening(
 def test_no_room_for_a_page_image_is_a_disk_full_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from docvec._pagestore import PageStore
+    from docvec._store._pages import PageStore
 
     store = PageStore(tmp_path / "pages", reserve=0)
     real_save = type(page_image(10, 10)).save

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from docvec import ConfigError, Embedder, EmbedSettings, InputError, ModelFiles
-from docvec._embed import normalize
+from docvec._model._embedder import normalize
 
 from .conftest import page_image
 
@@ -44,14 +44,16 @@ def test_same_input_same_vector(embedder: Embedder) -> None:
 def test_matryoshka_dims(tiny_files: ModelFiles) -> None:
     full = normalize(np.arange(1, 9, dtype=np.float32)[None, :])
     np.testing.assert_allclose(normalize(full, 4), normalize(np.arange(1, 5, dtype=np.float32)[None, :]))
-    with Embedder(tiny_files, EmbedSettings(dim=128, threads=1)) as emb:
-        # the tiny model is 64 wide: any size of 64 or more is its full vector
-        assert emb.dim == 64 and emb.embed_queries(["a"]).shape == (1, 64)
-        with pytest.raises(ConfigError, match=r"dim must be one of 128, 256, 512, 1024, 2048 .*not 100"):
+    with Embedder(tiny_files, EmbedSettings(dim=16, threads=1)) as emb:
+        # the tiny model is 64 wide: jina-v4's sizes are fractions of that (2048 -> 1024 ... 128)
+        assert emb.dim == 16 and emb.embed_queries(["a"]).shape == (1, 16)
+        full = emb.embed_queries(["a"], dim=64)
+        np.testing.assert_allclose(emb.embed_queries(["a"], dim=32), normalize(full, 32), atol=1e-6)
+        with pytest.raises(ConfigError, match=r"dim must be one of 4, 8, 16, 32, 64 for .*64 wide.*not 100"):
             emb.embed_queries(["a"], dim=100)
-    # a setting is checked against the model's profile when the model opens, before any weight loads
-    with pytest.raises(ConfigError, match=r"dim must be one of .* for jina-embeddings-v4, not 300"):
-        Embedder(tiny_files, EmbedSettings(dim=300))
+    # a setting is checked against the model when it opens, before any weight loads
+    with pytest.raises(ConfigError, match=r"dim must be one of 4, 8, 16, 32, 64 .*, not 128"):
+        Embedder(tiny_files, EmbedSettings(dim=128))
 
 
 def test_settings_left_unset_are_the_models(tiny_files: ModelFiles) -> None:
@@ -60,7 +62,7 @@ def test_settings_left_unset_are_the_models(tiny_files: ModelFiles) -> None:
             emb.profile.min_pixels,
             emb.profile.max_pixels,
         )
-        assert emb.dim == 64  # the profile's 2048, capped at the tiny model's width
+        assert emb.dim == 64  # the model's full width
     with pytest.raises(ConfigError, match="at least 784"):
         Embedder(tiny_files, EmbedSettings(min_pixels=100))
     with pytest.raises(ConfigError, match=r"min_pixels \(602113\) is larger than max_pixels \(602112\)"):
@@ -171,16 +173,19 @@ def test_close_is_idempotent(tiny_files: ModelFiles) -> None:
 
 
 def test_an_open_reads_each_header_once(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import docvec._modelfiles as modelfiles
+    import docvec._model._files as modelfiles
+    import docvec._model._gguf as gguf
+    import docvec._model._resolve as resolve
 
     read: list[str] = []
-    real = modelfiles.read_gguf_info
+    real = gguf.read_gguf_info
 
-    def counting(path: Path) -> modelfiles.GGUFInfo:
+    def counting(path: Path) -> gguf.GGUFInfo:
         read.append(path.name)
         return real(path)
 
-    monkeypatch.setattr(modelfiles, "read_gguf_info", counting)
+    for module in (modelfiles, resolve):
+        monkeypatch.setattr(module, "read_gguf_info", counting)
     with Embedder.open(tiny_dir, EmbedSettings(threads=1)):
         pass
     assert sorted(read) == sorted(p.name for p in tiny_dir.glob("*.gguf"))

@@ -39,10 +39,11 @@ from huggingface_hub.errors import (
 )
 
 from docvec import DocvecError, ModelNotFoundError, ToolError
-from docvec import _hub as hub
-from docvec._mvhead import read_head
+from docvec._model import _registry as registry
+from docvec._model._head import read_head
+from docvec._tools import _pull as pulling
 
-MODEL = hub.REGISTRY["jina-v4"]
+MODEL = registry.REGISTRY["jina-v4"]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
@@ -117,8 +118,8 @@ MMPROJ = MODEL.mmproj_file
 
 
 def test_registry_names() -> None:
-    assert hub.registry_names() == ["jina-v4"]
-    assert hub.get_model("JINA-V4") is MODEL
+    assert registry.registry_names() == ["jina-v4"]
+    assert registry.get_model("JINA-V4") is MODEL
 
 
 def test_registry_entry_matches_published_repository_and_names() -> None:
@@ -145,11 +146,11 @@ def test_registry_model_is_frozen_and_hashable() -> None:
         MODEL.default_quant = "F16"  # type: ignore[misc]
     with pytest.raises(TypeError):
         MODEL.lm_files["F32"] = "x.gguf"  # type: ignore[index]
-    assert hash(MODEL) == hash(hub.REGISTRY["jina-v4"])
+    assert hash(MODEL) == hash(registry.REGISTRY["jina-v4"])
 
 
 def test_licence_notice_says_non_commercial() -> None:
-    text = hub.licence_notice("jina-v4")
+    text = registry.licence_notice("jina-v4")
     assert "CC BY-NC 4.0" in text
     assert "NON-COMMERCIAL" in text.upper()
     assert MODEL.licence_id == "CC-BY-NC-4.0"
@@ -161,7 +162,7 @@ def test_licence_notice_says_non_commercial() -> None:
 
 def test_pull_returns_cached_paths_with_content(tmp_path: Path) -> None:
     paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
-    files = hub.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path, head=False)
+    files = pulling.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path, head=False)
     assert files.language_model == paths[LM_Q4]
     assert files.mmproj == paths[MMPROJ]
     assert files.language_model.read_bytes() == fake_gguf("lm")
@@ -170,27 +171,29 @@ def test_pull_returns_cached_paths_with_content(tmp_path: Path) -> None:
 
 def test_pull_default_quant_picks_default_file(tmp_path: Path) -> None:
     fill_cache(tmp_path, MODEL.lm_repo, {LM_DEFAULT: fake_gguf("q8"), MMPROJ: fake_gguf("mmproj")})
-    files = hub.pull("jina-v4", cache_dir=tmp_path, head=False)
+    files = pulling.pull("jina-v4", cache_dir=tmp_path, head=False)
     assert files.language_model.name == "jina-embeddings-v4-text-retrieval-Q8_0.gguf"
     assert files.language_model.read_bytes() == fake_gguf("q8")
 
 
 def test_pull_quant_is_case_insensitive(tmp_path: Path) -> None:
     fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
-    assert hub.pull("jina-v4", quant="q4_k_m", cache_dir=tmp_path, head=False).language_model.name == LM_Q4
+    assert (
+        pulling.pull("jina-v4", quant="q4_k_m", cache_dir=tmp_path, head=False).language_model.name == LM_Q4
+    )
 
 
 def test_pull_uses_default_hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
     paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_DEFAULT: fake_gguf("q8"), MMPROJ: fake_gguf("mmproj")})
-    assert hub.pull("jina-v4", head=False) == hub.ModelFiles(paths[LM_DEFAULT], paths[MMPROJ])
-    assert hub.find_cached("jina-v4") == hub.ModelFiles(paths[LM_DEFAULT], paths[MMPROJ])
+    assert pulling.pull("jina-v4", head=False) == registry.ModelFiles(paths[LM_DEFAULT], paths[MMPROJ])
+    assert registry.find_cached("jina-v4") == registry.ModelFiles(paths[LM_DEFAULT], paths[MMPROJ])
 
 
 def test_pull_offline_miss_names_repo_and_file(tmp_path: Path) -> None:
     fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm")})  # mmproj missing
     with pytest.raises(ToolError) as info:
-        hub.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path)
+        pulling.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path)
     message = str(info.value)
     assert MODEL.mmproj_repo in message
     assert MMPROJ in message
@@ -201,7 +204,7 @@ def test_pull_offline_miss_names_repo_and_file(tmp_path: Path) -> None:
 
 def test_pull_offline_empty_cache_names_language_model(tmp_path: Path) -> None:
     with pytest.raises(ToolError) as info:
-        hub.pull("jina-v4", quant="Q6_K", cache_dir=tmp_path)
+        pulling.pull("jina-v4", quant="Q6_K", cache_dir=tmp_path)
     assert MODEL.lm_repo in str(info.value)
     assert MODEL.lm_files["Q6_K"] in str(info.value)
 
@@ -213,15 +216,15 @@ def test_pull_passes_arguments_to_huggingface_hub(tmp_path: Path, monkeypatch: p
         calls.append(kwargs)
         return str(tmp_path / kwargs["filename"])
 
-    monkeypatch.setattr(hub, "hf_hub_download", fake_download)
-    files = hub.pull("jina-v4", quant="F16", cache_dir=tmp_path, token="hf_secret", head=False)
+    monkeypatch.setattr(pulling, "hf_hub_download", fake_download)
+    files = pulling.pull("jina-v4", quant="F16", cache_dir=tmp_path, token="hf_secret", head=False)
     assert [c["filename"] for c in calls] == [MODEL.lm_files["F16"], MMPROJ]
     for c in calls:
         assert c["repo_id"] == MODEL.lm_repo
         assert c["revision"] == "main"
         assert c["cache_dir"] == tmp_path
         assert c["token"] == "hf_secret"
-    assert files == hub.ModelFiles(tmp_path / MODEL.lm_files["F16"], tmp_path / MMPROJ)
+    assert files == registry.ModelFiles(tmp_path / MODEL.lm_files["F16"], tmp_path / MMPROJ)
 
 
 # --- errors from huggingface_hub become ToolError -----------------------------------------------------
@@ -257,9 +260,9 @@ def test_download_errors_become_tool_errors(
         raise error
 
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", offline_mode)
-    monkeypatch.setattr(hub, "hf_hub_download", failing_download)
+    monkeypatch.setattr(pulling, "hf_hub_download", failing_download)
     with pytest.raises(DocvecError) as info:
-        hub.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path)
+        pulling.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path)
     assert type(info.value) is ToolError
     assert info.value.__cause__ is error
     message = str(info.value)
@@ -273,9 +276,9 @@ def test_download_errors_become_tool_errors(
 
 def test_unknown_name_lists_choices(tmp_path: Path) -> None:
     calls: tuple[Callable[[], object], ...] = (
-        lambda: hub.pull("jina-v9", cache_dir=tmp_path),
-        lambda: hub.find_cached("jina-v9", cache_dir=tmp_path),
-        lambda: hub.licence_notice("jina-v9"),
+        lambda: pulling.pull("jina-v9", cache_dir=tmp_path),
+        lambda: registry.find_cached("jina-v9", cache_dir=tmp_path),
+        lambda: registry.licence_notice("jina-v9"),
     )
     for call in calls:
         with pytest.raises(ModelNotFoundError, match="jina-v4"):
@@ -284,8 +287,8 @@ def test_unknown_name_lists_choices(tmp_path: Path) -> None:
 
 def test_unknown_quant_lists_choices(tmp_path: Path) -> None:
     calls: tuple[Callable[[], object], ...] = (
-        lambda: hub.pull("jina-v4", quant="Q4_0", cache_dir=tmp_path),
-        lambda: hub.find_cached("jina-v4", quant="Q4_0", cache_dir=tmp_path),
+        lambda: pulling.pull("jina-v4", quant="Q4_0", cache_dir=tmp_path),
+        lambda: registry.find_cached("jina-v4", quant="Q4_0", cache_dir=tmp_path),
     )
     for call in calls:
         with pytest.raises(ModelNotFoundError) as info:
@@ -303,15 +306,15 @@ def no_download(monkeypatch: pytest.MonkeyPatch) -> None:
     def forbidden(**kwargs: Any) -> str:
         raise AssertionError("find_cached must not call hf_hub_download")
 
-    monkeypatch.setattr(hub, "hf_hub_download", forbidden)
+    monkeypatch.setattr(pulling, "hf_hub_download", forbidden)
 
 
 @pytest.mark.usefixtures("no_download")
 def test_find_cached_returns_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)  # works without offline mode too
     paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
-    found = hub.find_cached("jina-v4", quant="Q4_K_M", cache_dir=tmp_path)
-    assert found == hub.ModelFiles(paths[LM_Q4], paths[MMPROJ])
+    found = registry.find_cached("jina-v4", quant="Q4_K_M", cache_dir=tmp_path)
+    assert found == registry.ModelFiles(paths[LM_Q4], paths[MMPROJ])
     assert found.language_model.read_bytes() == fake_gguf("lm")
 
 
@@ -319,13 +322,13 @@ def test_find_cached_returns_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize("present", [[LM_Q4], [MMPROJ], [LM_DEFAULT, MMPROJ]])
 def test_find_cached_none_when_a_file_is_missing(tmp_path: Path, present: list[str]) -> None:
     fill_cache(tmp_path, MODEL.lm_repo, {name: fake_gguf(name) for name in present})
-    assert hub.find_cached("jina-v4", quant="Q4_K_M", cache_dir=tmp_path) is None
+    assert registry.find_cached("jina-v4", quant="Q4_K_M", cache_dir=tmp_path) is None
 
 
 @pytest.mark.usefixtures("no_download")
 def test_find_cached_none_for_empty_or_missing_cache(tmp_path: Path) -> None:
-    assert hub.find_cached("jina-v4", cache_dir=tmp_path) is None
-    assert hub.find_cached("jina-v4", cache_dir=tmp_path / "does-not-exist") is None
+    assert registry.find_cached("jina-v4", cache_dir=tmp_path) is None
+    assert registry.find_cached("jina-v4", cache_dir=tmp_path / "does-not-exist") is None
 
 
 @pytest.mark.usefixtures("no_download")
@@ -334,13 +337,13 @@ def test_find_cached_none_when_blob_was_deleted(tmp_path: Path) -> None:
     if not paths[MMPROJ].is_symlink():
         pytest.skip("needs symlinks")
     paths[MMPROJ].resolve().unlink()
-    assert hub.find_cached("jina-v4", quant="Q4_K_M", cache_dir=tmp_path) is None
+    assert registry.find_cached("jina-v4", quant="Q4_K_M", cache_dir=tmp_path) is None
 
 
 @pytest.mark.usefixtures("no_download")
 def test_find_cached_default_quant(tmp_path: Path) -> None:
     paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_DEFAULT: fake_gguf("q8"), MMPROJ: fake_gguf("mmproj")})
-    found = hub.find_cached("jina-v4", cache_dir=tmp_path)
+    found = registry.find_cached("jina-v4", cache_dir=tmp_path)
     assert found is not None
     assert found.language_model == paths[LM_DEFAULT]
 
@@ -612,8 +615,8 @@ def serve(fake_hub: FakeHub, checkpoint: Checkpoint) -> None:
     fake_hub.repos = {MODEL.lm_repo: dict(GGUFS), HEAD_REPO: dict(checkpoint.files)}
 
 
-def pull_head(tmp_path: Path, **kwargs: Any) -> hub.ModelFiles:
-    return hub.pull("jina-v4", cache_dir=tmp_path / "hf", docvec_cache_dir=tmp_path / "docvec", **kwargs)
+def pull_head(tmp_path: Path, **kwargs: Any) -> registry.ModelFiles:
+    return pulling.pull("jina-v4", cache_dir=tmp_path / "hf", docvec_cache_dir=tmp_path / "docvec", **kwargs)
 
 
 def header_length(data: bytes) -> int:
@@ -678,12 +681,12 @@ def test_second_pull_reads_nothing_and_find_registered_has_the_head(
     assert {q[0] for q in fake_hub.requests} == {"HEAD"}  # freshness checks only
 
     monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
-    found = hub.find_registered("jina-v4", cache_dir=tmp_path / "docvec")
+    found = registry.find_registered("jina-v4", cache_dir=tmp_path / "docvec")
     assert found == first and found is not None and found.head is not None
     assert read_head(found.head).dim == DIM
     # a docvec cache without a pulled head (a pull from before heads, or --no-head): head None, GGUFs found
-    older = hub.find_registered("jina-v4", cache_dir=tmp_path / "other")
-    assert older == hub.ModelFiles(first.language_model, first.mmproj)
+    older = registry.find_registered("jina-v4", cache_dir=tmp_path / "other")
+    assert older == registry.ModelFiles(first.language_model, first.mmproj)
 
     # offline, the same files come from the two caches
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
@@ -712,7 +715,7 @@ def test_a_new_commit_gets_a_new_head(
     np.testing.assert_allclose(read_head(second.head).weight, newer.merged(), rtol=1e-6, atol=1e-7)
     assert first.head is not None and first.head.is_file()  # the older one is left alone
     monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
-    found = hub.find_cached("jina-v4", docvec_cache_dir=tmp_path / "docvec")
+    found = registry.find_cached("jina-v4", docvec_cache_dir=tmp_path / "docvec")
     assert found is not None and found.head == second.head
 
 

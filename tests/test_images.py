@@ -11,8 +11,8 @@ from PIL import Image
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as hf_smart_resize
 
 from docvec import InputError
-from docvec._images import load_image, prepare_image, smart_resize
-from docvec._profiles import JINA_V4, ImageBounds
+from docvec._model._images import load_image, prepare_image, smart_resize
+from docvec._model._profiles import JINA_V4, ImageBounds
 
 from .documents import make_tiff
 

@@ -88,7 +88,7 @@ def test_listing_and_deleting_load_no_model(tmp_path: Path) -> None:
             index.search("   ", 5)  # checked before the model would load
         with pytest.raises(InputError, match="k must be between 1 and 100"):
             index.search("x", 0)
-        assert index._embedder is None
+        assert index._live._model is None
 
 
 def test_searching_before_anything_is_indexed(tmp_path: Path, small: Embedder, tiny_dir: Path) -> None:

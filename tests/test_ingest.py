@@ -28,7 +28,7 @@ from docvec import (
     discover,
 )
 from docvec._cli import app
-from docvec._render import DocumentInfo, Renderer
+from docvec._render._renderer import DocumentInfo, Renderer
 from docvec._store import Filter
 
 from .conftest import page_image
@@ -201,8 +201,8 @@ def test_changed_moved_pruned_and_deleted_files(tmp_path: Path, documents: Path,
 
 
 def test_each_file_is_looked_at_once(docs: Path, index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
-    import docvec._render as render
-    import docvec._sources as sources
+    import docvec._pipeline._sources as sources
+    import docvec._render._renderer as render
 
     sniffed: list[str] = []
     detect_kind = render.detect_kind
@@ -432,7 +432,7 @@ def test_ctrl_c_says_what_was_kept_and_exits_130(tmp_path: Path, documents: Path
 def _run_killed_at(where: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """`docvec` with one method of the ingest stage replaced by a SIGKILL of the process."""
     preamble = (
-        "from docvec._ingest import Ingestor\n"
+        "from docvec._pipeline._ingest import Ingestor\n"
         f"setattr(Ingestor, {where!r}, lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))"
     )
     return docvec_after(preamble, *args, env=env)
@@ -504,7 +504,7 @@ def test_a_long_document_killed_late_resumes_and_never_half_replaces_the_old_one
 
 
 def test_files_that_are_not_documents_are_listed(tmp_path: Path, index: Index) -> None:
-    from docvec._render import READS_JPEG2000
+    from docvec._render._renderer import READS_JPEG2000
 
     folder = tmp_path / "mixed"
     folder.mkdir()

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from docvec import ModelFiles
-from docvec._convert import convert_checkpoint
-from docvec._llama import LlamaContext, LlamaModel, backend
-from docvec._toolchain import LlamaCppSource
+from docvec._model._native import LlamaContext, LlamaModel, backend
+from docvec._tools._convert import convert_checkpoint
+from docvec._tools._toolchain import LlamaCppSource
 
 from .conftest import page_image
 
@@ -172,7 +172,7 @@ def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> N
 
     import torch
 
-    from docvec._tiny_checkpoint import ModelGeometry, build_checkpoint
+    from docvec._tools._tiny_checkpoint import ModelGeometry, build_checkpoint
 
     from .reference import ReferenceEmbedder
 

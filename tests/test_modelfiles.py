@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from docvec import Embedder, ModelFileError, ModelFiles, ModelMismatchError, ModelNotFoundError
-from docvec._modelfiles import read_gguf_info, resolve_model
-from docvec._mvhead import FILE_NAME as HEAD_FILE
-from docvec._mvhead import write_head
+from docvec._model._gguf import read_gguf_info
+from docvec._model._head import FILE_NAME as HEAD_FILE
+from docvec._model._head import write_head
+from docvec._model._resolve import resolve_model
 
 
 def _fake_mmproj(path: Path, projection_dim: int) -> Path:
@@ -162,10 +163,19 @@ def test_folder_rules(tmp_path: Path, tiny_files: ModelFiles) -> None:
         resolve_model(tmp_path / "gone")
 
 
-def test_registry_names_need_a_pull(tiny_files: ModelFiles, tmp_path: Path) -> None:
+def test_registry_names_need_a_pull(
+    tiny_files: ModelFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import docvec._model._resolve as resolve
+
+    def registered(found: ModelFiles | None) -> None:
+        monkeypatch.setattr(resolve, "find_registered", lambda name, cache_dir=None: found)
+
+    registered(None)
     with pytest.raises(ModelNotFoundError, match="docvec models pull jina-v4"):
-        resolve_model("jina-v4", find_registered=lambda name: None)
-    files, _, _ = resolve_model("jina-v4", find_registered=lambda name: tiny_files)
+        resolve_model("jina-v4")
+    registered(tiny_files)
+    files, _, _ = resolve_model("jina-v4")
     # the tiny model's folder has a head beside its language model
     assert files == ModelFiles(
         tiny_files.language_model, tiny_files.mmproj, tiny_files.language_model.parent / HEAD_FILE
@@ -173,4 +183,5 @@ def test_registry_names_need_a_pull(tiny_files: ModelFiles, tmp_path: Path) -> N
     # a head the registry keeps elsewhere is the one it names
     head = _head(tmp_path / "cached-head.gguf")
     named = ModelFiles(tiny_files.language_model, tiny_files.mmproj, head)
-    assert resolve_model("jina-v4", find_registered=lambda name: named)[0] == named
+    registered(named)
+    assert resolve_model("jina-v4")[0] == named

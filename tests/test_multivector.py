@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from docvec import EmbedSettings, Index, InputError, ModelError, SearchFilter, Settings
+from docvec import EmbedSettings, Index, InputError, ModelError, ReindexSpec, SearchFilter, Settings
 from docvec._store import Filter
 
 from .processes import docvec
@@ -154,7 +154,7 @@ def test_reindexing_to_multi_vector_needs_a_head(tmp_path: Path, folder: Path, t
     with Index.open(_settings(tmp_path / "data", headless)) as index:
         index.add([folder / "pysamples__smile.png"])
         with pytest.raises(ModelError, match=r"collection 'docvec' is multi-vector, and the model .* has no"):
-            index.reindex(multivector=True)
+            index.reindex(ReindexSpec(multivector=True))
         assert [(v.version, v.live) for v in index.versions()] == [("docvec.v1", True)]
         assert index.count() == 1
 

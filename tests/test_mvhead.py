@@ -36,11 +36,11 @@ from docvec import (
     ToolError,
 )
 from docvec._cli import app
-from docvec._convert import _converter_view, find_head
-from docvec._modelfiles import resolve_model
-from docvec._mvhead import FILE_NAME as HEAD_FILE
-from docvec._mvhead import KEYS, read_head, write_head
+from docvec._model._head import FILE_NAME as HEAD_FILE
+from docvec._model._head import KEYS, read_head, write_head
+from docvec._model._resolve import resolve_model
 from docvec._records import EmbeddingRecord
+from docvec._tools._convert import _converter_view, find_head
 
 from .conftest import page_image, report
 from .reference import ReferenceEmbedder, maxsim_scores
@@ -198,8 +198,8 @@ def test_one_forward_pass_gives_both(mv_embedder: Embedder, monkeypatch: pytest.
 
 
 def test_dim_applies_to_the_single_vectors_only(mv_embedder: Embedder) -> None:
-    dense, tokens = mv_embedder.embed_queries_multi(["invoice"], dim=128)
-    assert dense.shape == (1, 64)  # the tiny model's full width, as for embed_queries
+    dense, tokens = mv_embedder.embed_queries_multi(["invoice"], dim=32)
+    assert dense.shape == (1, 32)  # as for embed_queries
     assert tokens[0].shape[1] == 128 and mv_embedder.head_dim == 128 and mv_embedder.has_multivector
 
 

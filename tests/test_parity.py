@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 
 from docvec import Embedder, EmbedSettings, ModelFiles
-from docvec._convert import convert_checkpoint
-from docvec._llama import MtmdContext, PromptChunk
-from docvec._toolchain import LlamaCppSource
+from docvec._model._native import MtmdContext, PromptChunk
+from docvec._tools._convert import convert_checkpoint
+from docvec._tools._toolchain import LlamaCppSource
 
 from .conftest import page_image, report
 from .reference import ReferenceEmbedder
@@ -117,7 +117,7 @@ def test_matryoshka_truncation_matches_the_reference(
     tiny_files: ModelFiles, reference: ReferenceEmbedder
 ) -> None:
     # the tiny model is 64 wide, so truncation is exercised through the shared normalisation at 32 dims
-    from docvec._embed import normalize
+    from docvec._model._embedder import normalize
 
     full_ours = Embedder(tiny_files, EmbedSettings(threads=2)).embed_queries(TEXTS[:3])
     full_ref = reference.embed_queries(TEXTS[:3])

@@ -16,9 +16,17 @@ import httpx
 import numpy as np
 import pytest
 
-from docvec import CollectionMismatchError, EmbedSettings, Index, IngestReport, ReindexReport, Settings
-from docvec._convert import convert_checkpoint
-from docvec._toolchain import LlamaCppSource
+from docvec import (
+    CollectionMismatchError,
+    EmbedSettings,
+    Index,
+    IngestReport,
+    ReindexReport,
+    ReindexSpec,
+    Settings,
+)
+from docvec._tools._convert import convert_checkpoint
+from docvec._tools._toolchain import LlamaCppSource
 
 from .conftest import report
 from .documents import make_text_pdf
@@ -285,7 +293,7 @@ def test_reindex_on_a_qdrant_server(tmp_path: Path, documents: Path, tiny_dir: P
     with Index.open(settings) as index:
         index.add([documents / "pysamples__smile.png", documents / "pysamples__minimal-document.pdf"])
         before = index.search("a face", 2)
-        result = index.reindex(max_pixels=BIGGER, drop_old=True, settle=0.0)
+        result = index.reindex(ReindexSpec(max_pixels=BIGGER, drop_old=True), settle=0.0)
         assert (result.old_version, result.new_version, result.switched, result.dropped_old) == (
             "docvec.v1",
             "docvec.v2",
@@ -402,8 +410,9 @@ def test_an_index_follows_its_collection_to_a_version_made_elsewhere(
     version, and the model that version names (here the switch is made on the same store, behind the
     index's back)."""
     from docvec import Embedder
-    from docvec._reindex import Reindexer
-    from docvec._render import Renderer
+    from docvec._pipeline._parts import Parts
+    from docvec._pipeline._reindex import Reindexer
+    from docvec._render._renderer import Renderer
 
     settings = Settings(
         data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL)
@@ -415,9 +424,8 @@ def test_an_index_follows_its_collection_to_a_version_made_elsewhere(
             Embedder.open(tiny_bf16, EmbedSettings(max_pixels=SMALL)) as other,
             Renderer(target_pixels=SMALL) as renderer,
         ):
-            made = Reindexer(
-                index._store, index.pages, renderer, other, collection="docvec", model=tiny_bf16
-            ).run()
+            parts = Parts(index._store, index.pages, renderer, other)
+            made = Reindexer(parts, collection="docvec", model=tiny_bf16).run()
             expected = other.embed_queries(["a face"])[0]
         assert made.switched
         after = index.search("a face", 2)

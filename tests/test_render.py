@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from docvec import ConfigError, DocvecError, InputError, RenderError, RendererStateError
-from docvec._profiles import JINA_V4
-from docvec._render import (
+from docvec._model._profiles import JINA_V4
+from docvec._render._renderer import (
     DocumentInfo,
     PageFailure,
     RenderedPage,
@@ -252,7 +252,7 @@ def test_absurd_page_sizes_stay_within_the_cap(tmp_path: Path, renderer: Rendere
 
 
 def test_page_scale_never_crosses_the_cap() -> None:
-    from docvec._render_worker import _PageFailure, fit_within, page_scale
+    from docvec._render._worker import _PageFailure, fit_within, page_scale
 
     for w_pt in (0.01, 1.0, 3.3, 595.3, 14400.0, 2.0**31):
         for h_pt in (0.01, 1.0, 841.9, 99999.7, 2.0**31):
@@ -351,7 +351,7 @@ def test_image_too_large_to_decode_is_refused_before_decoding(tmp_path: Path, re
 
 @pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
 def test_one_decoding_limit_for_the_workers_and_the_embedder(tmp_path: Path, documents: Path) -> None:
-    from docvec._images import load_image
+    from docvec._model._images import load_image
 
     # 8192 x 8192 RGBA: 256 MB decoded, 1 GB with its RGB and compositing copies (a 16384 x 16384 RGBA PNG
     # took 6.3 GB in a worker before; now Pillow's guard refuses it while opening, as above)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from docvec import ConfigError
-from docvec._mvhead import KEYS as HEAD_KEYS
-from docvec._tiny_checkpoint import (
+from docvec._model._head import KEYS as HEAD_KEYS
+from docvec._tools._tiny_checkpoint import (
     ADDED_TOKENS,
     HEAD_DIM,
     IMAGE_MEAN,
@@ -21,7 +21,7 @@ from docvec._tiny_checkpoint import (
     ModelGeometry,
     build_checkpoint,
 )
-from docvec._toolchain import LlamaCppSource
+from docvec._tools._toolchain import LlamaCppSource
 
 SEP = "\n__ggml_vocab_test__\n"
 

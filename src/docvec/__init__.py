@@ -15,7 +15,7 @@ tree: ``docvec._errors``).
 from ._client import RemoteIndex
 from ._config import EmbedSettings, RenderSettings, Settings
 from ._connect import connect
-from ._embed import Embedder
+from ._contract import IndexLike
 from ._errors import (
     BackendError,
     CollectionMismatchError,
@@ -40,9 +40,12 @@ from ._errors import (
     StoreUnavailableError,
     TooLargeError,
     ToolError,
+    UnsupportedError,
 )
 from ._index import Index
-from ._modelfiles import ModelFiles
+from ._model import Embedder, ModelFiles
+from ._pipeline._ingest import IngestProgress
+from ._pipeline._sources import SourceDocument, discover
 from ._queries import read_queries, write_results
 from ._records import (
     DocumentList,
@@ -51,13 +54,15 @@ from ._records import (
     Hit,
     IngestFailure,
     IngestReport,
+    ModelFingerprint,
     PagePayload,
     ReindexReport,
+    ReindexSpec,
     SearchFilter,
     Upload,
     VersionInfo,
 )
-from ._sources import discover
+from ._store import PageStore
 
 __version__ = "0.1.0"
 
@@ -77,30 +82,37 @@ __all__ = [
     "GcReport",
     "Hit",
     "Index",
+    "IndexLike",
     "IngestError",
     "IngestFailure",
+    "IngestProgress",
     "IngestReport",
     "InputError",
     "ModelError",
     "ModelFileError",
     "ModelFiles",
+    "ModelFingerprint",
     "ModelMismatchError",
     "ModelNotFoundError",
     "NotFoundError",
     "PagePayload",
+    "PageStore",
     "PageStoreError",
     "ReindexReport",
+    "ReindexSpec",
     "RemoteIndex",
     "RenderError",
     "RenderSettings",
     "RendererStateError",
     "SearchFilter",
     "Settings",
+    "SourceDocument",
     "StoreBusyError",
     "StoreError",
     "StoreUnavailableError",
     "TooLargeError",
     "ToolError",
+    "UnsupportedError",
     "Upload",
     "VersionInfo",
     "__version__",

@@ -3,15 +3,20 @@
 :func:`docvec.connect` hands one out when the embedded store is held by a server: the store has one owner,
 so other docvec processes on the machine (commands, flows) send their work to it instead of failing.
 Long work (an ingest run, a reindex) is a job on the server; this client follows it to its end, reporting
-its progress as :class:`Index` would.
+its progress as :class:`Index` would. An error the server raises arrives as the same class with the same
+message (the error body names it: :func:`docvec._errors.rebuild_error`); the few verbs a server does not
+offer raise :class:`~docvec.UnsupportedError`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, BinaryIO, Literal, NoReturn, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -20,7 +25,6 @@ from ._closing import Closing
 from ._config import Settings
 from ._errors import (
     CollectionMismatchError,
-    CollectionNotFoundError,
     ConfigError,
     DocvecError,
     ForbiddenError,
@@ -29,16 +33,24 @@ from ._errors import (
     NotFoundError,
     StoreError,
     StoreUnavailableError,
+    UnsupportedError,
+    rebuild_error,
 )
-from ._ingest import IngestProgress, ProgressFn
+from ._model import Embedder
+from ._pipeline._ingest import IngestProgress, PageFn, ProgressFn
+from ._pipeline._search import choose_mode
+from ._pipeline._sources import SourceDocument
 from ._records import (
     DocumentList,
     GcReport,
     Hit,
     IngestReport,
+    PagePayload,
     ReindexReport,
+    ReindexSpec,
     SearchFilter,
     SearchMode,
+    Upload,
     VersionInfo,
 )
 
@@ -52,8 +64,9 @@ _START_S = 60.0
 _POLL_S = 0.5
 
 
-def _error(status: int, detail: str, errors: list[dict[str, Any]] | None) -> DocvecError:
-    """The docvec error a server's answer stands for (the reverse of the API's own mapping)."""
+def _by_status(status: int, detail: str, errors: list[dict[str, Any]] | None) -> DocvecError:
+    """The docvec error an answer without an error class stands for (a server older than error classes,
+    or a proxy in front of it)."""
     if status == 401:
         return ConfigError(f"{detail}: set DOCVEC_API_KEY to the server's key")
     if status == 403:
@@ -71,10 +84,15 @@ def _error(status: int, detail: str, errors: list[dict[str, Any]] | None) -> Doc
     return StoreError(detail)
 
 
+def _unsupported(what: str, instead: str) -> NoReturn:
+    raise UnsupportedError(f"a docvec server does not offer {what} over its API: {instead}")
+
+
 class RemoteIndex(Closing):
-    """The index a docvec server at ``url`` serves: the same verbs as :class:`docvec.Index` (``add``,
-    ``search``, ``documents``, ``delete``, ``prune``, ``count``, ``reindex``, ``versions``,
-    ``drop_version``, ``gc``), each a request (paths are the server's: it runs on this machine)."""
+    """The index a docvec server at ``url`` serves, with the verbs of :class:`docvec.Index` (the contract
+    both keep: :class:`docvec.IndexLike`), each a request; paths are the server's (``connect`` hands one
+    out for a server on this machine). Files it downloads (page images, documents) are kept until
+    :meth:`close`."""
 
     def __init__(self, url: str, settings: Settings, *, timeout: float = 300.0) -> None:
         self.url = url.rstrip("/")
@@ -82,12 +100,13 @@ class RemoteIndex(Closing):
         self.collection = settings.collection
         headers = {"X-API-Key": settings.api_key} if settings.api_key else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self._downloads: Path | None = None
 
     # -- requests ------------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Send a request, waiting for a server that is still starting; its JSON answer, or the docvec
-        error it stands for."""
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Send a request, waiting for a server that is still starting; its answer, or the docvec error it
+        stands for."""
         deadline = time.monotonic() + _START_S
         while True:
             try:
@@ -104,16 +123,27 @@ class RemoteIndex(Closing):
                     f"the docvec server at {self.url} failed to answer: {e}", url=self.url, attempts=1
                 ) from None
         if response.status_code >= 400:
-            try:
-                body = response.json()
-                detail, errors = str(body.get("detail")), body.get("errors")
-            except ValueError:
-                detail, errors = response.text[:500] or response.reason_phrase, None
-            raise _error(response.status_code, detail, errors)
-        return response.json()
+            raise self._error(response)
+        return response
+
+    def _error(self, response: httpx.Response) -> DocvecError:
+        try:
+            body = response.json()
+            detail, errors = str(body.get("detail")), body.get("errors")
+        except (ValueError, AttributeError):
+            return _by_status(response.status_code, response.text[:500] or response.reason_phrase, None)
+        name = body.get("error")
+        if isinstance(name, str):
+            return rebuild_error(name, detail, body.get("fields"), errors)
+        return _by_status(response.status_code, detail, errors)
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """:meth:`_send`, and the answer's JSON."""
+        return self._send(method, path, **kwargs).json()
 
     def _follow(self, job: dict[str, Any], result: type[M], progress: ProgressFn | None) -> M:
-        """Wait for a job to end, telling ``progress`` where it stands; its result."""
+        """Wait for a job to end, telling ``progress`` where it stands; its result, or the error it ended
+        with."""
         while job["status"] in ("queued", "running"):
             if progress is not None and job.get("documents_total"):  # nothing to say before it starts
                 progress(
@@ -129,13 +159,27 @@ class RemoteIndex(Closing):
             time.sleep(_POLL_S)
             job = self._request("GET", job["status_url"])
         if job["status"] == "failed":
-            errors = job.get("errors")
-            if errors:
-                raise IngestError(str(job.get("detail")), errors)
-            raise StoreError(f"the server's job failed: {job.get('detail')}")
+            detail = str(job.get("detail"))
+            raise rebuild_error(
+                str(job.get("error") or "StoreError"), detail, job.get("fields"), job.get("errors")
+            )
         return result.model_validate(job["result"])
 
-    # -- verbs ---------------------------------------------------------------------------------------
+    def _download(self, path: str, name: str) -> Path:
+        """GET ``path`` into this client's download folder as ``name``."""
+        if self._downloads is None:
+            self._downloads = Path(tempfile.mkdtemp(prefix="docvec-remote-"))
+        target = self._downloads / name
+        with self._http.stream("GET", path) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise self._error(response)
+            with target.open("wb") as f:
+                for chunk in response.iter_bytes():
+                    f.write(chunk)
+        return target
+
+    # -- writing -------------------------------------------------------------------------------------
 
     def add(
         self,
@@ -156,9 +200,48 @@ class RemoteIndex(Closing):
         }
         return self._follow(self._request("POST", "/ingest", json=body), IngestReport, progress)
 
+    def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
+        """Not offered by a server: :meth:`add_upload` sends and indexes an upload in one request."""
+        _unsupported("keeping an upload without indexing it", "use add_upload, which does both")
+
+    def add_upload(
+        self,
+        upload: BinaryIO | SourceDocument,
+        *,
+        name: str | None = None,
+        tags: Sequence[str] = (),
+        limit: int | None = None,
+        progress: PageFn | None = None,
+    ) -> Upload:
+        """Send a document to the server and have it indexed there (see :meth:`docvec.Index.add_upload`);
+        ``limit`` is the server's own (``DOCVEC_MAX_UPLOAD_MB``), and ``progress`` hears nothing: the
+        request answers once the document is indexed."""
+        with contextlib.ExitStack() as stack:
+            if isinstance(upload, SourceDocument):
+                stream: BinaryIO = stack.enter_context(upload.path.open("rb"))
+                name = name or upload.name
+            else:
+                stream = upload
+            files = {"file": (name or "upload", stream)}
+            data = {"tag": list(tags)}
+            answer = self._request("POST", "/documents", params={"wait": "true"}, files=files, data=data)
+        return Upload.model_validate(answer)
+
+    def delete(self, target: str, *, by: Literal["auto", "doc_id", "path"] = "auto") -> int:
+        """Remove a document by id (or id prefix), or every document read from a path; pages removed."""
+        if by == "path" or (by == "auto" and (Path(target).expanduser().exists() or "/" in target)):
+            target, by = str(Path(target).expanduser().resolve()), "path"
+        try:
+            answer = self._request("DELETE", "/documents", params={"target": target, "by": by})
+        except NotFoundError:
+            return 0
+        return int(answer["pages_removed"])
+
     def prune(self) -> int:
         """Remove the documents whose files are gone; returns how many."""
         return self.add([], prune=True).documents_removed
+
+    # -- reading -------------------------------------------------------------------------------------
 
     def search(
         self,
@@ -177,46 +260,47 @@ class RemoteIndex(Closing):
         fields = set(Hit.model_fields)
         return [Hit.model_validate({k: v for k, v in h.items() if k in fields}) for h in answer["hits"]]
 
+    def search_mode(self, mode: SearchMode | Literal["auto"] | None = None) -> SearchMode:
+        """The mode a search with ``mode`` (default: the server's ``DOCVEC_SEARCH_MODE``) runs in."""
+        health = self._request("GET", "/healthz")
+        if mode is None:
+            return health["search_mode"]  # type: ignore[no-any-return]
+        return choose_mode(mode, multivector=bool(health.get("multivector")), collection=self.collection)
+
     def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
         """Indexed documents ordered by source path, with the total."""
         return DocumentList.model_validate(
             self._request("GET", "/documents", params={"offset": offset, "limit": limit})
         )
 
-    def delete(self, target: str, *, by: Literal["auto", "doc_id", "path"] = "auto") -> int:
-        """Remove a document by id (or id prefix), or every document read from a path; pages removed."""
-        if by == "path" or (by == "auto" and (Path(target).expanduser().exists() or "/" in target)):
-            target = str(Path(target).expanduser().resolve())
-        try:
-            answer = self._request("DELETE", "/documents", params={"target": target})
-        except NotFoundError:
-            return 0
-        return int(answer["pages_removed"])
+    def pages_of(self, doc_id: str) -> list[PagePayload]:
+        """A document's indexed pages in order; :class:`~docvec.NotFoundError` for an unknown document."""
+        return [PagePayload.model_validate(p) for p in self._request("GET", f"/documents/{doc_id}/pages")]
+
+    def page_file(self, doc_id: str, page: int, *, thumbnail: bool = False) -> Path:
+        """The page's image (PNG) or thumbnail (JPEG), downloaded from the server."""
+        what = "thumbnail" if thumbnail else "image"
+        suffix = "jpg" if thumbnail else "png"
+        return self._download(f"/documents/{doc_id}/pages/{page}/{what}", f"{doc_id}-{page}-{what}.{suffix}")
+
+    def document_file(self, doc_id: str) -> tuple[Path, str, str]:
+        """The document's file as it was indexed, downloaded from the server, with its display name and
+        kind."""
+        info = self._request("GET", f"/documents/{doc_id}")
+        path = self._download(f"/documents/{doc_id}/file", f"{doc_id}-{Path(str(info['name'])).name}")
+        return path, str(info["name"]), str(info["kind"])
 
     def count(self) -> int:
         """Pages in the index."""
         return int(self._request("GET", "/healthz").get("pages") or 0)
 
+    # -- versions ------------------------------------------------------------------------------------
+
     def reindex(
-        self,
-        *,
-        model: str | None = None,
-        dim: int | None = None,
-        max_pixels: int | None = None,
-        multivector: bool | None = None,
-        token_pool: int | None = None,
-        drop_old: bool = False,
-        progress: ProgressFn | None = None,
+        self, spec: ReindexSpec | None = None, *, progress: ProgressFn | None = None
     ) -> ReindexReport:
         """Rebuild the collection in the server, which switches to the new version without a restart."""
-        body = {
-            "model": model,
-            "dim": dim,
-            "max_pixels": max_pixels,
-            "multivector": multivector,
-            "token_pool": token_pool,
-            "drop_old": drop_old,
-        }
+        body = (spec or ReindexSpec()).model_dump(mode="json")
         return self._follow(self._request("POST", "/reindex", json=body), ReindexReport, progress)
 
     def versions(self) -> list[VersionInfo]:
@@ -225,20 +309,38 @@ class RemoteIndex(Closing):
 
     def drop_version(self, version: str) -> GcReport:
         """Delete a version that is not live (then collect the page store)."""
-        try:
-            return GcReport.model_validate(self._request("DELETE", f"/collections/{version}"))
-        except NotFoundError as e:
-            raise CollectionNotFoundError(str(e)) from None
+        return GcReport.model_validate(self._request("DELETE", f"/collections/{version}"))
 
     def gc(self) -> GcReport:
         """Remove the page images no version shows."""
         return GcReport.model_validate(self._request("POST", "/gc"))
 
-    # -- lifetime --------------------------------------------------------------------------------------
+    # -- serving -------------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """Not offered by a server: its model lives in its own process."""
+        _unsupported(
+            "its model", "open one here with docvec.Embedder.open(...), or let the server embed (search)"
+        )
+
+    def prepare(self) -> None:
+        """Check that the server has its model loaded and its store answering (it prepared its index when
+        it started): :class:`~docvec.StoreUnavailableError` otherwise."""
+        self._request("GET", "/healthz")
+
+    def advertise(self, api: str) -> None:
+        """Not offered by a server: it advertises itself when it starts."""
+        _unsupported("advertising another server", "only the process that holds the store advertises it")
+
+    # -- lifetime ------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection (the server goes on)."""
+        """Close the connection (the server goes on) and remove the files downloaded."""
         self._http.close()
+        if self._downloads is not None:
+            shutil.rmtree(self._downloads, ignore_errors=True)
+            self._downloads = None
 
     def __repr__(self) -> str:
         return f"RemoteIndex({self.collection!r} at {self.url})"

@@ -16,6 +16,7 @@ from typing import Any
 
 from ._client import RemoteIndex
 from ._config import Settings, settings_for
+from ._contract import IndexLike
 from ._errors import StoreBusyError
 from ._index import Index
 
@@ -33,7 +34,7 @@ def connect(
     wait: float | None = None,
     notify: Callable[[str], None] | None = None,
     **overrides: Any,
-) -> Index | RemoteIndex:
+) -> IndexLike:
     """The index ``where`` names (as :meth:`Index.open` takes it), or, when a running ``docvec serve``
     holds its embedded store, a :class:`~docvec._client.RemoteIndex` that sends the work there.
 

@@ -2,7 +2,9 @@
 
 Errors from backends (ctypes return codes, PIL, PDFium, the GGUF reader, huggingface_hub, qdrant-edge,
 qdrant-client, subprocesses) are translated where they enter, so callers never need to know a backend's
-exception types. A message names the input (file, item, collection, URL) and says why::
+exception types. A message names the input (file, item, collection, URL) and says why. An error keeps its
+class across the REST API: the server's error body names it (:func:`error_fields`), and
+:class:`docvec.RemoteIndex` raises it again with the same message (:func:`rebuild_error`)::
 
     DocvecError
     ├── ConfigError                settings that cannot work (bad dim, bad pixel bounds, ...)
@@ -18,7 +20,8 @@ exception types. A message names the input (file, item, collection, URL) and say
     ├── RenderError                a document that cannot be rendered (names the file and the reason)
     ├── RendererStateError         a renderer used after close(), or for two documents at once
     ├── IngestError                a document that could not be indexed (``failures`` says why)
-    ├── ForbiddenError             a server's operator endpoint asked for from another machine, with no key
+    ├── ForbiddenError             a request without the server's key, or for an operator's endpoint from afar
+    ├── UnsupportedError           a verb a docvec server does not offer (a RemoteIndex cannot do it)
     ├── NotFoundError              an unknown document, page, or page-store file
     ├── PageStoreError             the page store cannot be written
     └── StoreError                 a vector store operation failed (names the collection)
@@ -31,7 +34,7 @@ exception types. A message names the input (file, item, collection, URL) and say
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -58,6 +61,9 @@ __all__ = [
     "StoreUnavailableError",
     "TooLargeError",
     "ToolError",
+    "UnsupportedError",
+    "error_fields",
+    "rebuild_error",
 ]
 
 
@@ -149,8 +155,14 @@ class IngestError(DocvecError):
 
 
 class ForbiddenError(DocvecError):
-    """A request a docvec server does not take from this client: an operator's endpoint (they name the
-    server's files) from another machine while the server has no API key."""
+    """A request a docvec server does not take from this client: without the server's API key (a missing or
+    wrong ``X-API-Key``), or an operator's endpoint (they name the server's files) from another machine
+    while the server has no API key."""
+
+
+class UnsupportedError(DocvecError):
+    """A verb of :class:`docvec.Index` that a docvec server does not offer over its API, asked of a
+    :class:`docvec.RemoteIndex` (the message says what to do instead)."""
 
 
 class NotFoundError(DocvecError):
@@ -210,3 +222,51 @@ class StoreUnavailableError(StoreError):
         self.url = url
         self.attempts = attempts
         super().__init__(message)
+
+
+# -- errors across a process boundary (the REST API) ------------------------------------------------------
+
+#: what each kind of error carries besides its message, with the value a rebuilt one gets when the server
+#: did not send it (``failures`` travel as the error body's ``errors``; a busy store's ``owner`` stays on
+#: the server, which names it in the message)
+_ATTRIBUTES: dict[type[Exception], dict[str, Any]] = {
+    _AboutAFile: {"path": "", "reason": ""},
+    InputError: {"reason": "", "index": None, "item": None},
+    IngestError: {"failures": []},
+    DiskFullError: {"path": "", "needed": 0, "free": 0},
+    StoreBusyError: {"path": "", "owner": None},
+    StoreUnavailableError: {"url": "", "attempts": 1},
+}
+
+
+def _classes(root: type[DocvecError]) -> dict[str, type[DocvecError]]:
+    found = {root.__name__: root}
+    for sub in root.__subclasses__():
+        found |= _classes(sub)
+    return found
+
+
+def error_fields(exc: DocvecError) -> dict[str, Any]:
+    """What ``exc`` carries besides its message and failures, JSON-able, for a client to rebuild it."""
+    out: dict[str, Any] = {}
+    for kind, attributes in _ATTRIBUTES.items():
+        if isinstance(exc, kind):
+            out |= {a: getattr(exc, a) for a in attributes if a not in ("failures", "owner")}
+    return out
+
+
+def rebuild_error(
+    name: str, message: str, fields: Mapping[str, Any] | None = None, failures: Sequence[Any] | None = None
+) -> DocvecError:
+    """The docvec error class ``name`` (a plain :class:`DocvecError` for a name this docvec does not know)
+    with ``message``, its ``fields`` and ``failures`` as a server sent them: what the server raised, raised
+    again here, with the same message."""
+    cls = _classes(DocvecError).get(name, DocvecError)
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, message)
+    given = dict(fields or {}) | {"failures": list(failures or [])}
+    for kind, attributes in _ATTRIBUTES.items():
+        if issubclass(cls, kind):
+            for attribute, default in attributes.items():
+                setattr(exc, attribute, given.get(attribute, default))
+    return exc

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._config import Settings
-from ._embed import Embedder
 from ._errors import InputError
 from ._index import Index
+from ._model._embedder import Embedder
+from ._pipeline._sources import discover
 from ._records import Hit, SearchMode, check_k
-from ._sources import discover
 
 log = logging.getLogger("docvec")
 

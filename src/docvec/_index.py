@@ -12,7 +12,6 @@ load.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -20,10 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from . import _documents, _gc, _search
 from ._closing import Closing
-from ._config import EmbedSettings, Settings, settings_for
-from ._embed import Embedder
+from ._config import Settings, settings_for
 from ._errors import (
     CollectionNotFoundError,
     ConfigError,
@@ -33,38 +30,36 @@ from ._errors import (
     NotFoundError,
 )
 from ._fileio import MB
-from ._ingest import Ingestor, PageFn, ProgressFn
-from ._modelfiles import resolve_model
-from ._pagestore import PageStore
-from ._provenance import check_same_vectors, embedding_info, recorded_info
+from ._live import RESOLVE_EVERY, LiveVersion, new_renderer
+from ._model import Embedder
+from ._pipeline import _documents, _gc, _search
+from ._pipeline._ingest import PageFn, ProgressFn
+from ._pipeline._parts import Parts
+from ._pipeline._reindex import Reindexer
+from ._pipeline._sources import SourceDocument, save_upload
+from ._pipeline._versions import Fit, fitting_settings, list_versions, version_record
 from ._records import (
     DocumentList,
-    EmbeddingInfo,
     GcReport,
     Hit,
     IngestReport,
     PagePayload,
     ReindexReport,
+    ReindexSpec,
     SearchFilter,
     SearchMode,
     Upload,
     VersionInfo,
+    check_prefetch,
     display_name,
     parse_tags,
 )
-from ._reindex import Reindexer
-from ._render import Renderer
-from ._sources import SourceDocument, save_upload
-from ._store import VERSION_RE, Filter, Store, open_store
-from ._versions import Fit, fitting_settings, list_versions, new_record, version_record
+from ._store import VERSION_RE, Filter, PageStore, Store, open_store
 
-__all__ = ["GC_GRACE_S", "RESOLVE_EVERY", "Index"]
+__all__ = ["GC_GRACE_S", "Index"]
 
 log = logging.getLogger("docvec")
 
-#: With a Qdrant server, another machine may switch a collection to a new version: an index looks the
-#: live version up again when its last look is this many seconds old (the embedded store: every time).
-RESOLVE_EVERY = 2.0
 #: With a Qdrant server, page images written or reused this recently are never collected (a run in
 #: another process may be about to store the page that shows one).
 GC_GRACE_S = 24 * 3600.0
@@ -101,20 +96,9 @@ class Index(Closing):
             reserve=reserve,
             create=create,
         )
-        self._embedder = embedder  # the model searches and ingests use (maybe a view of _model)
-        self._model = embedder  # what holds the loaded model, closed with the index when it is ours
-        self._owns_embedder = embedder is None
-        self._embedder_version: str | None = None  # the version the embedder was chosen for
-        self._fit: Fit | None = None  # what the collection's live version asks for (model, kind of pages)
-        self._ingestor: Ingestor | None = None
-        self._renderer: Renderer | None = None
-        self._model_lock = threading.Lock()
-        self._write_lock = threading.RLock()
+        self._live = LiveVersion(settings, self._store, self.pages, embedder=embedder)
+        self._write_lock = threading.RLock()  # writers take turns; a reindex holds it for its last pass
         self._reindex_lock = threading.Lock()
-        self._version_lock = threading.Lock()
-        self._live: str | None = None
-        self._live_at = 0.0
-        self._search_checked: str | None = None  # the version whose vectors were found to fit the model
 
     @classmethod
     def open(
@@ -135,132 +119,19 @@ class Index(Closing):
         """
         return cls(settings_for(where, **overrides), embedder=embedder, create=create)
 
-    # -- the live version ------------------------------------------------------------------------------
-
-    def _version(self, *, refresh: bool = False) -> str | None:
-        """The version of the collection this index reads and writes: the live one, looked up again on
-        every call on the embedded store (it is in memory) and every :data:`RESOLVE_EVERY` seconds on a
-        server (where another machine may switch it)."""
-        every = RESOLVE_EVERY if self._store.backend.resolves_aliases else 0.0
-        now = time.monotonic()
-        with self._version_lock:
-            if refresh or self._live is None or now - self._live_at >= every:
-                live = self._store.live(self.collection)
-                self._live_at = now
-                if live != self._live and self._live is not None:
-                    log.info("collection %r now reads %s (was %s)", self.collection, live, self._live)
-                self._live = live
-            return self._live
-
-    # -- the model, loaded when first needed ---------------------------------------------------------
-
     @property
     def embedder(self) -> Embedder:
         """The model, loaded on first use with the settings that fit the collection (see
-        :func:`docvec._versions.fitting_settings`); after the collection is switched to a version another
-        model (or size) made, the one that fits it."""
-        version = self._version()
-        with self._model_lock:
-            current = self._embedder
-            if current is not None and self._embedder_version == version and self._fit is not None:
-                return current
-            record = version_record(self._store, version) if version is not None else None
-            fit = fitting_settings(
-                self.settings, record, follow=current is not None and self._fit is not None
-            )
-            self._fit = fit
-            if current is not None and not self._owns_embedder:
-                self._embedder_version = version  # the caller's model: the checks say if it does not fit
-                return current
-            if current is not None and (record is None or self._info(current).key == record.embedding.key):
-                self._embedder_version = version
-                return current
-            self._use(self._load(fit.model, fit.embed), version)
-            assert self._embedder is not None
-            return self._embedder
-
-    def _info(self, embedder: Embedder) -> EmbeddingInfo:
-        """What identifies the pages ``embedder`` makes for this collection (its kind of pages included)."""
-        fit = self._fit
-        if fit is None or not fit.multivector:
-            return embedding_info(embedder)
-        return embedding_info(embedder, multivector=True, token_pool=fit.token_pool)
-
-    def _load(self, model: str, embed: EmbedSettings) -> Embedder:
-        """The embedder for ``model`` with ``embed``: a view of the loaded model when only the vector size
-        differs, else the model loaded anew."""
-        from ._hub import find_registered  # huggingface_hub: only when a model is opened
-
-        find = functools.partial(find_registered, cache_dir=self.settings.cache_dir)
-        if self._model is not None and self._owns_embedder:
-            files = resolve_model(model, find_registered=find)[0]
-            dim, bounds = self._model.profile.resolve(embed)
-            if files == self._model.files and bounds == self._model.bounds:
-                same = min(dim, self._model.hidden_size) == self._model.dim
-                return self._model if same else self._model.with_dim(dim)
-        log.info("loading the model %s", model)
-        return Embedder.open(
-            model, embed, find_registered=find, decode_budget=self.settings.render.max_memory_mb * MB
-        )
-
-    def _use(self, embedder: Embedder, version: str | None) -> None:
-        """Make ``embedder`` the index's model (the model lock held). A model it replaces is closed once
-        its call in progress ends (a search that still holds it tries again with this one)."""
-        if not embedder.is_view and embedder is not self._model:
-            if self._model is not None and self._owns_embedder:
-                self._model.close()
-            self._model = embedder
-        self._embedder = embedder
-        self._embedder_version = version
-        self._ingestor = None
+        :func:`docvec._pipeline._versions.fitting_settings`); after the collection is switched to a version
+        another model (or size) made, the one that fits it."""
+        return self._live.embedder()
 
     def prepare(self) -> None:
         """Load the model and create the collection if it is missing: a server calls this at start, so that
         a bad model, or one that does not fit the collection, fails then and the first request pays for
         nothing."""
         with self._write_lock:
-            self._ingest_stage()
-
-    def _ingest_stage(self) -> Ingestor:
-        """The ingest stage for the live version (created, as the collection's first version, when there
-        is none); called with the write lock held, so that a reindex cannot switch under a writer."""
-        embedder = self.embedder
-        with self._model_lock:
-            version = self._version()
-            info = self._info(embedder)
-            if version is None:
-                record = new_record(info, self.settings.model, building=False)
-                self._store.ensure_collection(
-                    self.collection,
-                    embedder.dim,
-                    record.model_dump(mode="json"),
-                    tokens=embedder.head_dim if info.multivector else None,
-                )
-                version = self._version(refresh=True)
-                assert version is not None
-            ingestor = self._ingestor
-            if ingestor is None or ingestor.collection != version or ingestor.embedder is not embedder:
-                render = self.settings.render
-                if self._renderer is None or self._renderer.target_pixels != embedder.bounds.max_pixels:
-                    if self._renderer is not None:
-                        self._renderer.close()
-                    self._renderer = Renderer(
-                        workers=render.workers,
-                        target_pixels=embedder.bounds.max_pixels,
-                        timeout_s=render.timeout_s,
-                        memory_limit=render.max_memory_mb * MB,
-                    )
-                ingestor = Ingestor(
-                    embedder,
-                    self._store,
-                    self.pages,
-                    self._renderer,
-                    collection=version,
-                    multivector=info.multivector,
-                    token_pool=info.token_pool,
-                )
-                self._ingestor = ingestor
-            return ingestor
+            self._live.ingest_stage()
 
     # -- verbs ---------------------------------------------------------------------------------------
 
@@ -281,7 +152,7 @@ class Index(Closing):
         """
         tag_list = parse_tags(tags)  # before any work: a bad tag is the caller's mistake
         with self._write_lock:
-            ingestor = self._ingest_stage()
+            ingestor = self._live.ingest_stage()
             return ingestor.run(paths, recursive=recursive, prune=prune, tags=tag_list, progress=progress)
 
     def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
@@ -318,7 +189,7 @@ class Index(Closing):
             document = self.keep_upload(upload, name=name, limit=limit)
         shown = name or document.name
         with self._write_lock:
-            ingestor = self._ingest_stage()
+            ingestor = self._live.ingest_stage()
             version = ingestor.collection
             report = ingestor.ingest(document, tags=tag_list, progress=progress)
             ingestor.commit()
@@ -360,25 +231,16 @@ class Index(Closing):
         while the collection is switched to a new version is answered by one version or the other, whole.
         """
         _search.check_query(query, k)
-        if prefetch is not None and not 1 <= prefetch <= 10_000:
-            raise InputError(f"prefetch must be from 1 to 10000 pages, not {prefetch}")
+        if prefetch is not None:
+            check_prefetch(prefetch)
         for attempt in range(2):
-            version = self._version(refresh=attempt > 0)
+            version = self._live.version(refresh=attempt > 0)
             if version is None:
                 raise CollectionNotFoundError(
                     f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
                     "run `docvec ingest` first"
                 )
-            embedder = self.embedder
-            if self._search_checked != version:
-                check_same_vectors(
-                    recorded_info(self._store, version),
-                    embedding_info(embedder),
-                    collection=self.collection,
-                    where=self._store.where,
-                    for_search=True,
-                )
-                self._search_checked = version
+            embedder = self._live.for_search(version)
             chosen = self.search_mode(mode)
             try:
                 return _search.search(
@@ -402,23 +264,15 @@ class Index(Closing):
         """The mode a search with ``mode`` (default: ``settings.search_mode``) runs in: ``auto`` is hybrid
         on a multi-vector collection and dense otherwise; ``multi`` and ``hybrid`` need a multi-vector
         collection (:class:`~docvec.InputError` otherwise)."""
-        wanted = mode or self.settings.search_mode
-        version = self._version()
+        version = self._live.version()
         multi = version is not None and self._store.token_dim(version) is not None
-        if wanted == "auto":
-            return "hybrid" if multi else "dense"
-        if wanted not in ("dense", "multi", "hybrid"):
-            raise InputError(f"search mode must be auto, dense, multi or hybrid, not {wanted!r}")
-        if wanted != "dense" and not multi:
-            raise InputError(
-                f"collection {self.collection!r} is single-vector: search mode {wanted!r} needs a "
-                "multi-vector collection (`docvec reindex --multivector` makes one from it)"
-            )
-        return wanted
+        return _search.choose_mode(
+            mode or self.settings.search_mode, multivector=multi, collection=self.collection
+        )
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
         """Indexed documents ordered by source path, ``limit`` of them from ``offset``, with the total."""
-        version = self._version()
+        version = self._live.version()
         if version is None:
             return DocumentList(total=0, offset=offset, limit=limit, documents=[])
         return _documents.list_documents(self._store, version, offset=offset, limit=limit)
@@ -439,7 +293,7 @@ class Index(Closing):
         return _documents.document_file(self._store, self._version_or_none(), doc_id)
 
     def _version_or_none(self) -> str:
-        version = self._version()
+        version = self._live.version()
         if version is None:
             raise NotFoundError(f"nothing is indexed in collection {self.collection!r}")
         return version
@@ -454,7 +308,7 @@ class Index(Closing):
         own files are never touched.
         """
         with self._write_lock:
-            version = self._version()
+            version = self._live.version()
             if version is None:
                 return 0
             if by == "auto":
@@ -473,87 +327,72 @@ class Index(Closing):
     def prune(self) -> int:
         """Remove the documents whose files are gone; returns how many."""
         with self._write_lock:
-            ingestor = self._ingest_stage()
+            ingestor = self._live.ingest_stage()
             removed = ingestor.prune()
             ingestor.commit()
         return removed
 
     def count(self) -> int:
         """Pages in the index (0 when nothing was indexed yet)."""
-        version = self._version()
+        version = self._live.version()
         return 0 if version is None else self._store.count(version, Filter(finished=True))
 
     # -- versions ------------------------------------------------------------------------------------
 
     def reindex(
         self,
+        spec: ReindexSpec | None = None,
         *,
-        model: str | None = None,
-        dim: int | None = None,
-        max_pixels: int | None = None,
-        multivector: bool | None = None,
-        token_pool: int | None = None,
-        drop_old: bool = False,
         progress: ProgressFn | None = None,
         settle: float | None = None,
     ) -> ReindexReport:
-        """Build a new version of the collection with another ``model``, vector size ``dim``, page budget
-        ``max_pixels``, kind of pages (``multivector``, ``token_pool``) (unset: the live version's, or what
-        the settings name explicitly) from what the index holds, and switch to it once it is complete;
-        searches read the old version until then.
+        """Build a new version of the collection as ``spec`` asks (another model, vector size, page budget
+        or kind of pages; what it leaves unset is the live version's, or what the settings name
+        explicitly) from what the index holds, and switch to it once it is complete; searches read the old
+        version until then.
 
-        A reindex interrupted at any point resumes when run again with the same settings; ``drop_old``
+        A reindex interrupted at any point resumes when run again with the same spec; ``spec.drop_old``
         removes the old version (and the page images only it used) after the switch. ``settle`` is how
         long to wait after switching on a Qdrant server for processes that had not seen it yet (default:
-        twice the time they take to see it). See :mod:`docvec._reindex`.
+        twice the time they take to see it). See :mod:`docvec._pipeline._reindex`.
         """
+        spec = spec or ReindexSpec()
         with self._reindex_lock:
-            version = self._version(refresh=True)
+            version = self._live.version(refresh=True)
             if version is None:
                 raise CollectionNotFoundError(
                     f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
                     "nothing to reindex"
                 )
             base = fitting_settings(self.settings, version_record(self._store, version), follow=False)
-            changes = {key: v for key, v in (("dim", dim), ("max_pixels", max_pixels)) if v is not None}
-            target_model = model or base.model
-            multi = base.multivector if multivector is None else multivector
-            pool = base.token_pool if token_pool is None else token_pool
-            with self._model_lock:
-                target = self._load(target_model, base.embed.model_copy(update=changes))
-            render = self.settings.render
-            renderer = Renderer(
-                workers=render.workers,
-                target_pixels=target.bounds.max_pixels,
-                timeout_s=render.timeout_s,
-                memory_limit=render.max_memory_mb * MB,
-            )
+            changes = {
+                key: getattr(spec, key) for key in ("dim", "max_pixels") if getattr(spec, key) is not None
+            }
+            target_model = spec.model or base.model
+            multi = base.multivector if spec.multivector is None else spec.multivector
+            pool = base.token_pool if spec.token_pool is None else spec.token_pool
+            target = self._live.load(target_model, base.embed.model_copy(update=changes))
+            renderer = new_renderer(self.settings, target)
             if settle is None:
                 settle = 2 * RESOLVE_EVERY if self._store.backend.resolves_aliases else 0.0
             try:
                 report = Reindexer(
-                    self._store,
-                    self.pages,
-                    renderer,
-                    target,
+                    Parts(self._store, self.pages, renderer, target),
                     collection=self.collection,
                     model=target_model,
                     multivector=multi,
                     token_pool=pool,
                     progress=progress,
-                ).run(write_lock=self._write_lock, settle=settle, drop_old=drop_old)
+                ).run(write_lock=self._write_lock, settle=settle, drop_old=spec.drop_old)
             except BaseException:
-                if not target.is_view and target is not self._model:
-                    target.close()
+                self._live.discard(target)
                 raise
             finally:
                 renderer.close()
-            with self._model_lock:
-                if report.switched:
-                    self._fit = Fit(target_model, target.settings, multi, pool)
-                    self._use(target, self._version(refresh=True))
-                elif not target.is_view and target is not self._model:
-                    target.close()
+            if report.switched:
+                self._live.adopt(target, Fit(target_model, target.settings, multi, pool))
+            else:
+                self._live.discard(target)
             if report.dropped_old:
                 self.gc()
             return report
@@ -594,10 +433,7 @@ class Index(Closing):
     def close(self) -> None:
         """Stop the render workers, free the model (unless it was passed in) and close the store."""
         try:
-            if self._renderer is not None:
-                self._renderer.close()
-            if self._owns_embedder and self._model is not None:
-                self._model.close()
+            self._live.close()
         finally:
             self._store.close()
 

@@ -28,6 +28,7 @@ __all__ = [
     "DOC_ID_PATTERN",
     "FILTER_KEYS",
     "MAX_K",
+    "MAX_PREFETCH",
     "DocumentList",
     "DocumentSummary",
     "EmbeddingInfo",
@@ -36,14 +37,18 @@ __all__ = [
     "Hit",
     "IngestFailure",
     "IngestReport",
+    "ModelFingerprint",
     "PagePayload",
     "ReindexReport",
+    "ReindexSpec",
     "SearchFilter",
     "SearchMode",
     "Upload",
     "VersionInfo",
     "VersionRecord",
     "check_k",
+    "check_prefetch",
+    "check_query",
     "display_name",
     "parse_tag",
     "parse_tags",
@@ -61,6 +66,25 @@ def check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InputError(f"k must be between 1 and {MAX_K}, not {k}")
     return k
+
+
+#: The most pages a hybrid search reranks.
+MAX_PREFETCH = 10_000
+
+
+def check_prefetch(prefetch: object) -> int:
+    """``prefetch`` when it is a whole number of pages from 1 to :data:`MAX_PREFETCH`, else
+    :class:`InputError`."""
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 1 <= prefetch <= MAX_PREFETCH:
+        raise InputError(f"prefetch must be from 1 to {MAX_PREFETCH} pages, not {prefetch}")
+    return prefetch
+
+
+def check_query(query: object) -> str:
+    """``query`` when it is a text with something in it, else :class:`InputError`."""
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("the query is empty")
+    return query
 
 
 # -- tags ----------------------------------------------------------------------------------------------
@@ -109,8 +133,20 @@ def _tags_mapping(tags: dict[str, str] | None) -> dict[str, str] | None:
 # -- stored pages and ingestion ------------------------------------------------------------------------
 
 
+class ModelFingerprint(BaseModel):
+    """Short content hashes of a model's files (see ``docvec._model._fingerprint``): files of the same
+    names with other weights have other fingerprints."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(description="Of the language model GGUF.")
+    mmproj: str = Field(description="Of the vision encoder GGUF.")
+    head: str | None = Field(None, description="Of the multi-vector head, when the model has one.")
+
+
 class EmbeddingInfo(BaseModel):
-    """Which model and settings made a vector; ``key`` changes whenever the vector would."""
+    """Which model and settings made a vector; ``key`` changes whenever the vector would with the same
+    model files, ``fingerprint`` whenever those files' contents do."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -123,6 +159,13 @@ class EmbeddingInfo(BaseModel):
     multivector: bool = Field(False, description="Whether pages also have token vectors (multi-vector head).")
     token_pool: int = Field(1, description="Consecutive token vectors averaged into one (1: none).")
     key: str = Field(description="Short hash of all of the above.")
+    fingerprint: ModelFingerprint | None = Field(
+        None,
+        description=(
+            "The model files' contents (not in the key, so that vectors made before docvec recorded it keep "
+            "theirs; none for those)."
+        ),
+    )
 
 
 class PagePayload(BaseModel):
@@ -235,6 +278,13 @@ class VersionRecord(BaseModel):
     model: str = Field(description="The model as the settings named it: registry name, folder or pair.")
     created_at: datetime
     built_from: str | None = Field(None, description="The version a reindex read its pages from.")
+    store_format: int | None = Field(
+        None,
+        description=(
+            "How the store lays the version out (docvec._store._layout: Layout.format); none: made before "
+            "docvec recorded it (format 2 at most)."
+        ),
+    )
 
 
 class VersionInfo(BaseModel):
@@ -249,6 +299,25 @@ class VersionInfo(BaseModel):
     max_pixels: int | None
     pages: int
     created_at: datetime | None
+
+
+class ReindexSpec(BaseModel):
+    """What a reindex builds: the collection with another model, vector size, page budget or kind of pages
+    (each unset: the live version's own, or what the settings name explicitly). ``docvec reindex``,
+    ``POST /reindex``, the reindex flow and :meth:`docvec.Index.reindex` all take this."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(
+        None, description="A model folder, 'LM.gguf,MMPROJ.gguf' pair or registry name (on the server)."
+    )
+    dim: int | None = Field(None, ge=1, description="Vector size (one the model gives).")
+    max_pixels: int | None = Field(None, ge=1, description="Page budget in pixels.")
+    multivector: bool | None = Field(None, description="Keep token vectors (late interaction), or not.")
+    token_pool: int | None = Field(
+        None, ge=1, le=16, description="Multi-vector: average each run of this many token vectors into one."
+    )
+    drop_old: bool = Field(False, description="Remove the old version once the new one is live.")
 
 
 class ReindexReport(BaseModel):
@@ -304,7 +373,8 @@ class GcReport(BaseModel):
 # -- search --------------------------------------------------------------------------------------------
 
 
-#: How a search scores pages (see docvec._search.search); ``auto`` picks hybrid on a multi-vector collection.
+#: How a search scores pages (see docvec._pipeline._search.search); ``auto`` picks hybrid on a multi-vector
+#: collection.
 SearchMode = Literal["dense", "multi", "hybrid"]
 
 #: The keys ``--filter`` and ``GET /search`` take, and what each means.

@@ -7,21 +7,22 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
-from .._client import RemoteIndex
 from .._config import Settings
-from .._errors import ConfigError, DocvecError
-from .._index import Index
+from .._contract import IndexLike
+from .._errors import ConfigError, DocvecError, InputError
 
 __all__ = [
     "CollectionOption",
     "JsonFlag",
     "ModelOption",
     "app",
+    "checked",
     "err",
     "errors",
     "models_app",
@@ -30,6 +31,8 @@ __all__ = [
     "program",
     "settings",
 ]
+
+M = TypeVar("M", bound=BaseModel)
 
 app = typer.Typer(
     help="docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp.",
@@ -90,7 +93,7 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def open_index(s: Settings, *, create: bool = True) -> Index | RemoteIndex:
+def open_index(s: Settings, *, create: bool = True) -> IndexLike:
     """The index the command works on: its own, or the running server's when ``docvec serve`` holds the
     embedded store (said in one line on stderr, as is waiting for another command to finish)."""
     from .._connect import connect
@@ -119,6 +122,17 @@ def settings(*, log_level: str | None = None, **overrides: Any) -> Settings:
         # llama.cpp's own notes (its warnings, about features embeddings do not use) are for debugging
         logging.getLogger("docvec.llama").setLevel(logging.WARNING)
     return s
+
+
+def checked(kind: type[M], /, **values: Any) -> M:
+    """A ``kind`` built from a command's options (those left unset left out); a value it refuses is an
+    :class:`~docvec.InputError` naming the option."""
+    try:
+        return kind(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as e:
+        first = e.errors()[0]
+        option = "--" + "-".join(str(p) for p in first.get("loc", ())).replace("_", "-")
+        raise InputError(f"{option}: {first.get('msg', 'invalid')}") from None
 
 
 def program() -> str:

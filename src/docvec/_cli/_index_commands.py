@@ -291,8 +291,8 @@ def demo(
 
     The index goes to DOCVEC_DATA_DIR (default: a demo folder under the cache), never to a real one.
     """
-    from .._demo import run_demo
-    from .._tiny_model import REGISTRY_NAME, tiny_model_dir
+    from .._model._registry import REGISTRY_NAME, tiny_model_dir
+    from ._demo import run_demo
 
     s = settings()
     if "DOCVEC_DATA_DIR" not in os.environ:

@@ -6,7 +6,6 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,8 +54,7 @@ def embed(
 ) -> None:
     """Embed queries, passages and images and print the vectors (--json: a list of {kind, input, vector},
     with --multivector also tokens, a list of token vectors; schemas/embed-output.schema.json)."""
-    from .. import _hub as hub
-    from .._embed import Embedder
+    from .._model._embedder import Embedder
 
     s = settings(model=model)
     if not (query or passage or image):
@@ -67,9 +65,8 @@ def embed(
         inputs: list[tuple[str, str]] = []
         vectors: list[np.ndarray] = []
         tokens: list[np.ndarray] = []
-        find = partial(hub.find_registered, cache_dir=s.cache_dir)
         budget = s.render.max_memory_mb << 20  # the one image decoding limit, as in the render workers
-        with Embedder.open(s.model, es, find_registered=find, decode_budget=budget) as emb:
+        with Embedder.open(s.model, es, cache_dir=s.cache_dir, decode_budget=budget) as emb:
             # (kind, items, single-vector method, multi-vector method): one forward pass per input either way
             work: list[tuple[str, Sequence[Any] | None, Callable[..., Any], Callable[..., Any]]] = [
                 ("query", query, emb.embed_queries, emb.embed_queries_multi),
@@ -111,7 +108,7 @@ def models_tiny(
     outtype: Annotated[str, typer.Option(help="GGUF type: f16, bf16 or f32.")] = "f16",
 ) -> None:
     """Build the offline test model: a random-weight Qwen2.5-VL of the real architecture, and its GGUFs."""
-    from .._tiny_model import build_tiny_model
+    from .._tools._tiny import build_tiny_model
 
     s = settings()
     with errors():
@@ -143,8 +140,8 @@ def models_convert(
     """Convert a checkpoint into a language-model GGUF and an mmproj GGUF (and quantizations), and its
     multi-vector head (jina-embeddings-v4's multi_vector_projector, LoRA merged) into
     multivector-head.gguf when it has one."""
-    from .._convert import convert_checkpoint, default_outtype
-    from .._toolchain import LlamaCppSource
+    from .._tools._convert import convert_checkpoint, default_outtype
+    from .._tools._toolchain import LlamaCppSource
 
     s = settings()
     with errors():
@@ -184,8 +181,9 @@ def models_pull(
     """Download a published model's GGUFs (language model and vision encoder) from Hugging Face, and its
     multi-vector head (the GGUFs lack it) unless --no-head; ``tiny`` is built on this machine instead
     (random weights, for trying docvec out offline)."""
-    from .. import _hub as hub
-    from .._tiny_model import REGISTRY_NAME, build_tiny_model, tiny_model_dir
+    from .._model._registry import REGISTRY_NAME, licence_notice, tiny_model_dir
+    from .._tools._pull import pull
+    from .._tools._tiny import build_tiny_model
 
     s = settings()
     if name.lower() == REGISTRY_NAME:
@@ -196,11 +194,11 @@ def models_pull(
         out.print(f"use it with: DOCVEC_MODEL={REGISTRY_NAME}", highlight=False)
         return
     with errors():
-        err.print(hub.licence_notice(name), highlight=False)
+        err.print(licence_notice(name), highlight=False)
         err.print("downloading from the Hugging Face Hub (files already in its cache are reused) ...")
         # one message on failure, ours: not huggingface_hub's warning for each of its retries
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
-        files = hub.pull(name, quant=quant, cache_dir=hf_cache, head=head, docvec_cache_dir=s.cache_dir)
+        files = pull(name, quant=quant, cache_dir=hf_cache, head=head, docvec_cache_dir=s.cache_dir)
     out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
     if files.head is not None:
         out.print(f"head        {files.head}")
@@ -210,14 +208,14 @@ def models_pull(
 @models_app.command("list")
 def models_list() -> None:
     """List the models docvec knows by name and whether they are here (downloaded, or built)."""
-    from .. import _hub as hub
-    from .._tiny_model import REGISTRY_NAME
+    from .._model import _registry as registry
 
     s = settings()
     table = Table("name", "quantizations", "here", "licence")
-    for n in hub.registry_names():
-        m = hub.get_model(n)
-        table.add_row(n, ", ".join(m.quants), "yes" if hub.find_cached(n) else "no", m.licence_id)
-    built = hub.find_registered(REGISTRY_NAME, cache_dir=s.cache_dir) is not None
-    table.add_row(REGISTRY_NAME, "F16 (random weights, built here)", "yes" if built else "no", "Apache-2.0")
+    for n in registry.registry_names():
+        m = registry.get_model(n)
+        table.add_row(n, ", ".join(m.quants), "yes" if registry.find_cached(n) else "no", m.licence_id)
+    built = registry.find_registered(registry.REGISTRY_NAME, cache_dir=s.cache_dir) is not None
+    tiny = registry.REGISTRY_NAME
+    table.add_row(tiny, "F16 (random weights, built here)", "yes" if built else "no", "Apache-2.0")
     out.print(table)

@@ -10,7 +10,7 @@ from typing import Self
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .._ingest import IngestProgress
+from .._pipeline._ingest import IngestProgress
 from .._records import IngestReport
 
 __all__ = ["IngestDisplay", "format_duration"]

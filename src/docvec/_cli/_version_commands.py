@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .._records import ReindexReport
-from ._common import CollectionOption, JsonFlag, app, err, errors, open_index, out, settings
+from .._records import ReindexReport, ReindexSpec
+from ._common import CollectionOption, JsonFlag, app, checked, err, errors, open_index, out, settings
 from ._progress import IngestDisplay
 
 __all__: list[str] = []  # commands register themselves on the app
@@ -19,37 +19,27 @@ collections_app = typer.Typer(help="The versions behind a collection.", no_args_
 app.add_typer(collections_app, name="collections")
 
 
+def _help(field: str) -> str:
+    # one description of each reindex option: the spec's (docvec.ReindexSpec)
+    return str(ReindexSpec.model_fields[field].description)
+
+
+_THEIRS = " [default: the collection's]"
+
+
 @app.command()
 def reindex(
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="Model of the new version (default: the collection's)."),
-    ] = None,
-    dim: Annotated[
-        int | None, typer.Option(help="Vector size of the new version (default: the collection's).")
-    ] = None,
-    max_pixels: Annotated[
-        int | None,
-        typer.Option(help="Page budget of the new version, in pixels (default: the collection's)."),
-    ] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help=_help("model") + _THEIRS)] = None,
+    dim: Annotated[int | None, typer.Option(help=_help("dim") + _THEIRS)] = None,
+    max_pixels: Annotated[int | None, typer.Option(help=_help("max_pixels") + _THEIRS)] = None,
     multivector: Annotated[
         bool | None,
         typer.Option(
-            "--multivector/--single-vector",
-            help="Keep token vectors in the new version (late interaction), or not "
-            "[default: the collection's]",
-            show_default=False,
+            "--multivector/--single-vector", help=_help("multivector") + _THEIRS, show_default=False
         ),
     ] = None,
-    token_pool: Annotated[
-        int | None,
-        typer.Option(
-            help="Multi-vector: average each run of N token vectors into one [default: the collection's]"
-        ),
-    ] = None,
-    drop_old: Annotated[
-        bool, typer.Option("--drop-old", help="Remove the old version once the new one is live.")
-    ] = False,
+    token_pool: Annotated[int | None, typer.Option(help=_help("token_pool") + _THEIRS)] = None,
+    drop_old: Annotated[bool, typer.Option("--drop-old", help=_help("drop_old"))] = False,
     collection: CollectionOption = None,
     progress_every: Annotated[
         float, typer.Option(help="Seconds between progress lines when not on a terminal (cron, CI).")
@@ -62,17 +52,12 @@ def reindex(
     it stopped (--json: the report, schemas/reindex-report.schema.json)."""
     s = settings(collection=collection)
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
+    options = {"model": model, "dim": dim, "max_pixels": max_pixels, "multivector": multivector}
     try:
-        with errors(), open_index(s) as index, display:
-            report = index.reindex(
-                model=model,
-                dim=dim,
-                max_pixels=max_pixels,
-                multivector=multivector,
-                token_pool=token_pool,
-                drop_old=drop_old,
-                progress=display,
-            )
+        with errors():
+            spec = checked(ReindexSpec, **options, token_pool=token_pool, drop_old=drop_old)
+            with open_index(s) as index, display:
+                report = index.reindex(spec, progress=display)
     except KeyboardInterrupt:
         err.print(
             "interrupted: the collection still reads its old version; run the same command again to go on "

@@ -1,8 +1,12 @@
-"""Vector stores for page embeddings: one :class:`Store` core in front of two small Qdrant backends.
+"""The store: where page vectors and their payloads are kept (:class:`Store`, in front of two small Qdrant
+backends), and the rendered page images (:class:`PageStore`, a content-addressed folder).
 
 - :class:`EdgeBackend` (the default): Qdrant's engine embedded in this process through qdrant-edge-py; a
-  folder, one process at a time.
+  folder, one process at a time (:mod:`._owner`: the folder's lock and the record of who holds it).
 - :class:`RemoteBackend`: a Qdrant server or cluster through qdrant-client.
+
+What a collection looks like (:mod:`._layout`), the points and filters every operation takes
+(:mod:`._points`), and the primitives a backend implements (:mod:`._backend`) are shared by both.
 
 :func:`open_store` picks one from settings. Each backend module is imported only when used, so a user of
 the embedded store never imports qdrant-client and the reverse; a missing package is a
@@ -17,7 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import StoreError
-from ._core import LAYOUT, VERSION_RE, Backend, Filter, Point, ScoredPoint, Store, point_id
+from ._backend import Backend
+from ._core import VERSION_RE, Store
+from ._layout import LAYOUT
+from ._pages import PageStore
+from ._points import Filter, Point, ScoredPoint, point_id
 
 if TYPE_CHECKING:
     from ._edge import EdgeBackend
@@ -29,6 +37,7 @@ __all__ = [
     "Backend",
     "EdgeBackend",
     "Filter",
+    "PageStore",
     "Point",
     "RemoteBackend",
     "ScoredPoint",

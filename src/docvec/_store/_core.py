@@ -1,5 +1,5 @@
-"""The store core: points, filters, the :class:`Store` every caller uses, and the :class:`Backend`
-protocol its two backends implement.
+"""The store core: the :class:`Store` every caller uses, in front of a
+:class:`~docvec._store._backend.Backend`.
 
 A collection's name is what users search; behind it stand versions, physical collections named
 ``NAME.vN``, one of them live. The name is an alias of the live version, switched atomically (a Qdrant
@@ -18,71 +18,20 @@ from __future__ import annotations
 
 import re
 import threading
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast, overload
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from .._closing import Closing
 from .._errors import CollectionNotFoundError, StoreError
+from ._backend import Backend
+from ._layout import LAYOUT
+from ._points import Filter, Point, Record, ScoredPoint, canonical_id, token_array
 
-__all__ = [
-    "DELETE_BATCH",
-    "LAYOUT",
-    "VERSION_RE",
-    "Backend",
-    "Filter",
-    "Layout",
-    "Point",
-    "Record",
-    "ScoredPoint",
-    "Store",
-    "point_id",
-]
+__all__ = ["DELETE_BATCH", "VERSION_RE", "Store"]
 
-
-@dataclass(frozen=True)
-class Layout:
-    """How docvec lays out a collection, the same on both backends."""
-
-    #: the dense vector, one per page
-    vector: str = "page"
-    #: a multi-vector collection's other vector: one 128-d vector per token, scored by late interaction
-    #: (MaxSim: the sum over query tokens of their best cosine among the page's tokens). Stored as Qdrant
-    #: recommends for ColPali-style data: float16, no HNSW graph (m=0; a graph over token vectors takes
-    #: minutes to build and is not used: a search either reranks the pages a dense prefetch found, or scans
-    #: every page), memory-mapped from disk (the OS keeps what searches read in its cache), with an int8
-    #: copy, memory-mapped too. An exhaustive MaxSim scans the int8 copy and rescores its best
-    #: ``token_oversampling * k`` pages with the float16 tokens: 1.4x faster than scanning float16 at 10k
-    #: pages, the same top 10 and exact scores (benchmarks/bench_search.py), for 1 byte a token component
-    #: on disk. A hybrid search scores its few prefetched pages with the float16 tokens directly: scoring
-    #: 100 with int8 and rescoring took longer than that.
-    tokens: str = "tokens"
-    #: its distance; scores are cosine similarities in [-1, 1]
-    distance: str = "cosine"
-    #: how new collections store it: half of float32's memory and disk. The rounding (relative 2**-11 per
-    #: component) moves a cosine score by under 1e-3, below the model's own bf16 noise.
-    datatype: str = "float16"
-    #: New collections also keep an int8 copy of each vector in RAM (scalar quantization, this quantile of
-    #: values clipped): a search scans those, a quarter of the float32 bytes, takes the best
-    #: ``oversampling * k``, and rescores them with the stored vectors, so the scores returned are exact.
-    #: benchmarks/bench_search.py measures the cost in recall@10 against an exact float32 scan: 1.000 at
-    #: 10k and 100k points with 2x oversampling, 0.94-0.95 without.
-    quantile: float = 0.99
-    oversampling: float = 2.0
-    #: the exhaustive MaxSim's: its int8 scan put the true top 10 within the best 2 * 10 at 2k and 10k
-    #: pages in the benchmark, within the best 10 for 97.5%; rescoring 40 pages costs ~3 ms of ~470
-    token_oversampling: float = 4.0
-    #: payload fields filters use; both backends create a keyword index on each (collections made before
-    #: ``state`` or ``image`` have no index on them: filtering on them still works, by reading payloads)
-    indexed_fields: tuple[str, ...] = ("doc_id", "source", "tags", "state", "image")
-
-
-#: the layout of every collection docvec creates
-LAYOUT = Layout()
 #: ids per delete request
 DELETE_BATCH = 1024
 
@@ -91,257 +40,6 @@ DELETE_BATCH = 1024
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 #: a version of collection NAME is named NAME.vN (N from 1)
 VERSION_RE = re.compile(r"(?P<name>.+)\.v(?P<number>[1-9][0-9]*)")
-# Fixed namespace for point_id(): changing it would change every id and break idempotent re-indexing.
-_ID_NAMESPACE = uuid.UUID("5f0e6a52-3c1b-4d0e-9d3a-7c2f1b9e8a41")
-
-
-def point_id(*parts: str | int) -> str:
-    """A deterministic UUID string for a point, from the parts that identify it (e.g. doc id and page).
-
-    Writing the same page twice then overwrites one point instead of adding a duplicate.
-    """
-    if not parts:
-        raise StoreError("point_id needs at least one part")
-    # \x1f (unit separator) keeps ("a", "bc") and ("ab", "c") apart.
-    return str(uuid.uuid5(_ID_NAMESPACE, "\x1f".join(str(p) for p in parts)))
-
-
-def _canonical_id(value: object) -> str:
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise StoreError(f"point id {value!r} is not a UUID string (see docvec.store.point_id)") from None
-
-
-@dataclass(frozen=True)
-class Point:
-    """One stored vector: a UUID string id, a 1-D float32 vector and a JSON-able payload.
-
-    The id is normalised to the canonical lowercase hyphenated form (the one the stores give back) and the
-    vector to a 1-D float32 array; anything else raises :class:`StoreError`.
-    """
-
-    id: str
-    vector: npt.NDArray[np.float32]
-    payload: dict[str, Any]
-    #: a multi-vector collection's token vectors: [tokens, token dim]
-    tokens: npt.NDArray[np.float32] | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "id", _canonical_id(self.id))
-        vec = np.asarray(self.vector, dtype=np.float32)
-        if vec.ndim != 1 or vec.size == 0:
-            raise StoreError(f"point {self.id}: vector must be 1-D and non-empty, got shape {vec.shape}")
-        if not np.isfinite(vec).all():
-            raise StoreError(f"point {self.id}: vector has NaN or infinite values")
-        object.__setattr__(self, "vector", vec)
-        if self.tokens is not None:
-            object.__setattr__(self, "tokens", _token_array(f"point {self.id}", self.tokens))
-        if not isinstance(self.payload, dict):
-            raise StoreError(f"point {self.id}: payload must be a dict, got {type(self.payload).__name__}")
-
-
-@dataclass(frozen=True)
-class ScoredPoint:
-    """A search result: point id, cosine similarity (higher is closer) and the point's payload."""
-
-    id: str
-    score: float
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Record:
-    """A stored point as a backend reads it back: its named vectors only when they were asked for."""
-
-    id: str
-    payload: dict[str, Any]
-    vectors: dict[str, Any] | None = None
-
-
-def _token_array(what: str, tokens: npt.ArrayLike) -> npt.NDArray[np.float32]:
-    arr = np.asarray(tokens, dtype=np.float32)
-    if arr.ndim != 2 or arr.size == 0:
-        raise StoreError(
-            f"{what}: token vectors must be 2-D [tokens, dim] and non-empty, got shape {arr.shape}"
-        )
-    if not np.isfinite(arr).all():
-        raise StoreError(f"{what}: token vectors have NaN or infinite values")
-    return arr
-
-
-def _as_tuple(field: str, value: object) -> tuple[str, ...]:
-    # A bare string would otherwise be split into characters by tuple().
-    if isinstance(value, str):
-        return (value,)
-    items = tuple(cast(Iterable[Any], value))
-    for item in items:
-        if not isinstance(item, str):
-            raise StoreError(f"Filter.{field}: expected strings, got {item!r}")
-    return items
-
-
-@dataclass(frozen=True)
-class Filter:
-    """Which points an operation applies to.
-
-    Every non-empty field must hold; within a field any listed value matches. ``doc_ids`` matches the
-    payload field ``doc_id``, ``sources`` matches ``source`` and ``tags`` (``"key=value"`` strings) matches
-    any element of the list ``tags``, ``images`` the page store path ``image``. ``finished`` leaves out
-    the pages of documents still being written (payload ``state`` ``"writing"``; see the ingest stage).
-    An empty filter matches every point.
-    """
-
-    doc_ids: tuple[str, ...] = ()
-    sources: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    finished: bool = False
-    images: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for field in ("doc_ids", "sources", "tags", "images"):
-            object.__setattr__(self, field, _as_tuple(field, getattr(self, field)))
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the filter names no points (an operation on it would take every finished one)."""
-        return not (self.doc_ids or self.sources or self.tags or self.images)
-
-    def conditions(self) -> list[tuple[str, tuple[str, ...]]]:
-        """The (payload field, accepted values) pairs that must all hold; backends build their filter
-        from these (a keyword match of any of the values)."""
-        pairs = [
-            ("doc_id", self.doc_ids),
-            ("source", self.sources),
-            ("tags", self.tags),
-            ("image", self.images),
-        ]
-        return [(key, values) for key, values in pairs if values]
-
-    def exclusions(self) -> list[tuple[str, tuple[str, ...]]]:
-        """The (payload field, values) pairs no point may have (a keyword match of any of the values)."""
-        return [("state", ("writing",))] if self.finished else []
-
-
-class Backend(Protocol):
-    """The primitives a store backend implements; :class:`Store` calls them with checked arguments only.
-
-    Each raises :class:`StoreError` (or a subclass) on failure, translated from its library's errors; a
-    collection that does not exist is :class:`CollectionNotFoundError`.
-    """
-
-    #: where the collections live, for messages: a folder or a URL
-    where: str
-    #: whether every operation accepts an alias in place of a collection (a Qdrant server does; the
-    #: embedded store has no aliases of its own, so the core resolves them before calling it)
-    resolves_aliases: bool
-
-    def collection_dim(self, name: str) -> int | None:
-        """The dim of collection ``name``'s vector, ``None`` when the collection does not exist."""
-        ...
-
-    def create_collection(self, name: str, dim: int, tokens: int | None = None) -> None:
-        """Create collection ``name``: cosine vector ``LAYOUT.vector`` of ``dim`` (float16, an int8 copy),
-        keyword indexes on ``LAYOUT.indexed_fields``; with ``tokens``, also the multi-vector
-        ``LAYOUT.tokens`` of that dim (MaxSim). Creating one that another client made meanwhile, with the same
-        dim, is not an error."""
-        ...
-
-    def token_dim(self, name: str) -> int | None:
-        """The dim of collection ``name``'s token vectors, ``None`` when it is single-vector."""
-        ...
-
-    def collections(self) -> list[str]:
-        """Names of the existing collections (any order), aliases not included."""
-        ...
-
-    def drop_collection(self, name: str) -> None:
-        """Delete collection ``name`` and its points (not an error when it does not exist)."""
-        ...
-
-    def aliases(self) -> dict[str, str]:
-        """Every alias and the collection it points at."""
-        ...
-
-    def set_alias(self, alias: str, collection: str) -> None:
-        """Point ``alias`` at ``collection`` in one atomic step (creating the alias, or switching it): a
-        reader sees the old target or the new one, never neither. A collection named ``alias`` (made
-        before versions) is dropped first where aliases and collections share one namespace."""
-        ...
-
-    def read_record(self, name: str) -> dict[str, Any] | None:
-        """docvec's record of collection ``name`` (see :meth:`Store.record`), ``None`` when it has none."""
-        ...
-
-    def advertise(self, fields: dict[str, Any]) -> None:
-        """Tell other processes that find the store held by this one ``fields`` (where it serves)."""
-        ...
-
-    def write_record(self, name: str, record: dict[str, Any]) -> None:
-        """Replace docvec's record of collection ``name``, durably."""
-        ...
-
-    def upsert(self, name: str, points: Sequence[Point]) -> None:
-        """Write one batch of points (acknowledged, or in the write-ahead log, on return)."""
-        ...
-
-    def delete(self, name: str, ids: Sequence[str]) -> None:
-        """Delete one batch of points by canonical id; unknown ids are ignored."""
-        ...
-
-    def delete_where(self, name: str, flt: Filter) -> None:
-        """Delete every point matching a non-empty ``flt``."""
-        ...
-
-    def set_payload(self, name: str, flt: Filter, payload: dict[str, Any]) -> None:
-        """Set the fields of ``payload`` on every point matching a non-empty ``flt`` (others unchanged)."""
-        ...
-
-    def scroll(
-        self, name: str, flt: Filter | None, limit: int, offset: Any, vectors: tuple[str, ...]
-    ) -> tuple[list[Record], Any]:
-        """One page of matching records from ``offset`` (``None``: the start), with the named ``vectors``
-        (none when empty), and the next page's offset (``None`` after the last)."""
-        ...
-
-    def count(self, name: str, flt: Filter | None) -> int:
-        """Exact number of matching points."""
-        ...
-
-    def facet(self, name: str, field: str, limit: int) -> dict[str, int]:
-        """Up to ``limit`` values of the indexed payload ``field``, each with its (non-zero) point count."""
-        ...
-
-    def search(
-        self, name: str, vector: npt.NDArray[np.float32], k: int, flt: Filter | None
-    ) -> list[ScoredPoint]:
-        """The ``k`` best points for ``vector`` (cosine), best first, among those matching ``flt``."""
-        ...
-
-    def search_tokens(
-        self,
-        name: str,
-        tokens: npt.NDArray[np.float32],
-        k: int,
-        flt: Filter | None,
-        prefetch: tuple[npt.NDArray[np.float32], int] | None,
-    ) -> list[ScoredPoint]:
-        """The ``k`` best points for the query ``tokens`` by MaxSim, best first, among those matching
-        ``flt``: of every point, or, with ``prefetch`` (a dense vector and N), of the N best points for that
-        vector, in one query."""
-        ...
-
-    def optimize(self, name: str) -> bool:
-        """Bring search structures up to date with recent writes; whether anything changed."""
-        ...
-
-    def flush(self) -> None:
-        """Make every acknowledged write durable."""
-        ...
-
-    def close(self) -> None:
-        """Release the backend (called once)."""
-        ...
 
 
 def _check_positive(what: str, value: object) -> int:
@@ -572,7 +270,7 @@ class Store(Closing):
         """Delete points by id; ids that do not exist are ignored."""
         if isinstance(ids, str):
             raise StoreError("ids must be a sequence of id strings, not one string")
-        canonical = [_canonical_id(i) for i in ids]
+        canonical = [canonical_id(i) for i in ids]
         target = self._open(name)[0]
         for start in range(0, len(canonical), DELETE_BATCH):
             self.backend.delete(target, canonical[start : start + DELETE_BATCH])
@@ -690,7 +388,7 @@ class Store(Closing):
         width = self.token_dim(target)
         if width is None:
             raise StoreError(f"collection {name!r} is single-vector: it has no token vectors to search")
-        query = _token_array(f"collection {name!r}: the query", tokens)
+        query = token_array(f"collection {name!r}: the query", tokens)
         if query.shape[1] != width:
             raise StoreError(
                 f"collection {name!r}: query token vectors are {query.shape[1]}-d, expected {width}-d"

@@ -2,7 +2,7 @@
 
 Layout of a store folder::
 
-    <path>/.lock              flock held while a process has the store open
+    <path>/.lock              flock held while a process has the store open (docvec._store._owner)
     <path>/.owner.json        who holds it: pid, hostname, start time, command line
     <path>/aliases.json       each collection name and the version it points at (see docvec._store._core)
     <path>/<collection>/docvec.json   docvec's record of the collection (vector name, dim, distance,
@@ -18,37 +18,27 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import shlex
 import shutil
-import socket
-import sys
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-
-from .._errors import CollectionNotFoundError, DocvecError, StoreBusyError, StoreError
-from .._fileio import check_free_space, fsync_dir, write_json_atomic
-from ._core import LAYOUT, Backend, Filter, Point, Record, ScoredPoint
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: the WAL lock is then the only guard
-    fcntl = None  # type: ignore[assignment]
-
 import qdrant_edge as qe  # a missing package is reported by docvec._store's loader, with its install hint
 
-__all__ = ["EdgeBackend", "read_owner"]
+from .._errors import CollectionNotFoundError, DocvecError, StoreError
+from .._fileio import check_free_space, fsync_dir, write_json_atomic
+from ._backend import Backend
+from ._layout import LAYOUT
+from ._owner import OwnerLock
+from ._points import Filter, Point, Record, ScoredPoint
+
+__all__ = ["EdgeBackend"]
 
 log = logging.getLogger("docvec")
 
-_LOCK_FILE = ".lock"
-_OWNER_FILE = ".owner.json"
 _META_FILE = "docvec.json"
 _ALIASES_FILE = "aliases.json"
 _SHARD_DIR = "shard"
@@ -64,19 +54,6 @@ _FULL_SCAN_KB = 2**40  # never switch to a graph search (there is no graph)
 _OPEN_ROOM = 64 << 20
 _CHUNK_ROOM = 40 << 20
 _SMALL_WRITE = 1 << 20  # room a delete or a payload update needs in the write-ahead log
-_BUSY_ADVICE = (
-    "An embedded store can be open in one process at a time: stop it, or send the work to it through "
-    "its API (`docvec serve`), or use a Qdrant server (DOCVEC_QDRANT_URL)."
-)
-
-
-def read_owner(path: Path) -> dict[str, Any] | None:
-    """What the process holding the store at ``path`` recorded about itself, or ``None``."""
-    try:
-        data = json.loads((Path(path) / _OWNER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 class EdgeBackend:
@@ -116,89 +93,18 @@ class EdgeBackend:
             quantization=qe.QuantizationSearchParams(rescore=True, oversampling=LAYOUT.token_oversampling)
         )
         self._rerank_tokens = qe.SearchParams(quantization=qe.QuantizationSearchParams(ignore=True))
-        self._lock_fd: int | None = None
+        self._owner = OwnerLock(self.path)
         if create or self.path.exists():
             self._own()
         log.info("opened embedded store %s", self.path)
 
     def _own(self) -> None:
-        """Create the folder if needed, take its lock and say who holds it (once)."""
-        if self._lock_fd is not None:
-            return
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the store folder {self.path}: {exc}") from exc
-        self._lock_fd = self._take_lock()
-        self._write_owner()
-
-    # -- lock and owner record -------------------------------------------------------------------
-
-    def _take_lock(self) -> int | None:
-        if fcntl is None:  # pragma: no cover
-            return None
-        try:
-            fd = os.open(self.path / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreError(f"cannot open the lock file in {self.path}: {exc}") from exc
-        try:
-            # Non-blocking: waiting for another process's store to close would hang a CLI for ever.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise self._busy_error() from None
-        except OSError as exc:
-            os.close(fd)
-            raise StoreError(f"cannot lock {self.path / _LOCK_FILE}: {exc}") from exc
-        return fd
-
-    def _write_owner(self, extra: dict[str, Any] | None = None) -> None:
-        owner = {
-            "pid": os.getpid(),
-            "hostname": socket.gethostname(),
-            "started": datetime.now(UTC).isoformat(timespec="seconds"),
-            "cmdline": shlex.join(sys.orig_argv),
-            **(extra or {}),
-        }
-        try:
-            write_json_atomic(self.path / _OWNER_FILE, owner, durable=True)
-        except OSError as exc:
-            # The lock is what keeps a second process out; the record only names the owner. A full disk
-            # must not stop a search, so this is a warning.
-            log.warning(
-                "cannot write %s (%s): a second process will not be told who holds the store",
-                self.path / _OWNER_FILE,
-                exc.strerror or exc,
-            )
+        """Take the folder (created if needed) for this process, once."""
+        self._owner.acquire()
 
     def advertise(self, fields: dict[str, Any]) -> None:
-        """Add ``fields`` to the owner record (a server says where it listens, so that other docvec
-        processes send it their work instead of failing on the lock)."""
-        self._own()
-        self._write_owner(fields)
-
-    def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing the descriptor releases the flock
-            self._lock_fd = None
-
-    def _busy_error(self) -> StoreBusyError:
-        owner = read_owner(self.path)
-        if owner is None:
-            who = f"another process (it left no readable {_OWNER_FILE})"
-        else:
-            cmd = str(owner.get("cmdline", "?"))
-            if len(cmd) > 200:
-                cmd = cmd[:197] + "..."
-            who = f"process {owner.get('pid', '?')} on {owner.get('hostname', '?')}"
-            if owner.get("pid") == os.getpid() and owner.get("hostname") == socket.gethostname():
-                who += " (this process: another store on this folder is still open)"
-            who += f", running since {owner.get('started', '?')}: {cmd}"
-        return StoreBusyError(
-            f"the docvec store at {self.path} is in use by {who}. {_BUSY_ADVICE}",
-            path=str(self.path),
-            owner=owner,
-        )
+        """Add ``fields`` to the owner record (see :class:`~docvec._store._owner.OwnerLock`)."""
+        self._owner.advertise(fields)
 
     # -- error translation -------------------------------------------------------------------------
 
@@ -212,7 +118,7 @@ class EdgeBackend:
         except Exception as exc:
             text = str(exc)
             if "WouldBlock" in text:
-                raise self._busy_error() from exc
+                raise self._owner.busy_error() from exc
             where = f"collection {name!r}: " if name else ""
             raise StoreError(f"{where}{action} failed: {text}") from exc
 
@@ -579,9 +485,7 @@ class EdgeBackend:
                     first_error = first_error or exc
             self._shards.clear()
             # Shards are closed (their WAL locks released) before the folder lock is let go.
-            with contextlib.suppress(OSError):
-                (self.path / _OWNER_FILE).unlink()
-            self._release_lock()
+            self._owner.release()
             log.info("closed embedded store %s", self.path)
             if first_error is not None:
                 raise first_error

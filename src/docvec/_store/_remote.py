@@ -38,7 +38,9 @@ from .._errors import (
     StoreError,
     StoreUnavailableError,
 )
-from ._core import LAYOUT, Backend, Filter, Point, Record, ScoredPoint
+from ._backend import Backend
+from ._layout import LAYOUT
+from ._points import Filter, Point, Record, ScoredPoint
 
 __all__ = ["MEMORY", "RemoteBackend"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
@@ -19,8 +19,16 @@ from fastapi.responses import JSONResponse
 
 from .._errors import ForbiddenError, NotFoundError
 from .._index import Index
-from .._ingest import IngestProgress
-from .._records import GcReport, IngestReport, ReindexReport, VersionInfo
+from .._pipeline._ingest import IngestProgress
+from .._records import (
+    DOC_ID_PATTERN,
+    GcReport,
+    IngestReport,
+    PagePayload,
+    ReindexReport,
+    ReindexSpec,
+    VersionInfo,
+)
 from . import _models as models
 from ._jobs import Job, Jobs, Progress
 
@@ -76,16 +84,8 @@ def _ingest(index: Index, body: models.IngestRequest, progress: Progress) -> Ing
     )
 
 
-def _reindex(index: Index, body: models.ReindexRequest, progress: Progress) -> ReindexReport:
-    return index.reindex(
-        model=body.model,
-        dim=body.dim,
-        max_pixels=body.max_pixels,
-        multivector=body.multivector,
-        token_pool=body.token_pool,
-        drop_old=body.drop_old,
-        progress=partial(_progress, progress),
-    )
+def _reindex(index: Index, spec: ReindexSpec, progress: Progress) -> ReindexReport:
+    return index.reindex(spec, progress=partial(_progress, progress))
 
 
 @router.post("/ingest", status_code=202, response_model=Job)
@@ -100,7 +100,7 @@ def ingest(request: Request, body: models.IngestRequest) -> JSONResponse:
 
 
 @router.post("/reindex", status_code=202, response_model=Job)
-def reindex(request: Request, body: models.ReindexRequest) -> JSONResponse:
+def reindex(request: Request, body: ReindexSpec) -> JSONResponse:
     """Build a new version of the collection and switch to it once complete (searches read the old one
     meanwhile): a job whose result is the reindex report."""
     jobs: Jobs = request.app.state.jobs
@@ -130,6 +130,15 @@ def gc(request: Request) -> GcReport:
     return _index(request).gc()
 
 
+@router.get("/documents/{doc_id}/pages", response_model=list[PagePayload])
+def document_pages(
+    request: Request, doc_id: Annotated[str, PathParam(pattern=DOC_ID_PATTERN, description="32 hex digits.")]
+) -> list[PagePayload]:
+    """A document's indexed pages in order, everything stored with each (its source path on the server
+    included)."""
+    return _index(request).pages_of(doc_id)
+
+
 @router.delete("/documents", response_model=models.DeleteResponse)
 def delete_target(
     request: Request,
@@ -139,10 +148,14 @@ def delete_target(
             min_length=1, max_length=4096, description="A document id, an id prefix, or a path on the server."
         ),
     ],
+    by: Annotated[
+        Literal["auto", "doc_id", "path"],
+        Query(description="How to read the target: a path, a document id (or its start), or either (auto)."),
+    ] = "auto",
 ) -> Any:
     """Remove a document by id, by the start of its id, or every document read from a path (as `docvec
     delete` does)."""
-    removed = _index(request).delete(target)
+    removed = _index(request).delete(target, by=by)
     if not removed:
         raise NotFoundError(f"nothing indexed under {target}")
     return models.DeleteResponse(doc_id=target, pages_removed=removed)

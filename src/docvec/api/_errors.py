@@ -1,5 +1,8 @@
 """Every error to a status code and a JSON body (:class:`ErrorResponse`): the one place that does; a
-response never carries a traceback."""
+response never carries a traceback. The body names the docvec error class and what it carries, so that a
+client (:class:`docvec.RemoteIndex`) raises the same error with the same message; a request that breaks
+one of docvec's own rules (``k``, an empty query, ...) is told what the library says, not what the request
+validator would."""
 
 from __future__ import annotations
 
@@ -26,8 +29,9 @@ from .._errors import (
     StoreError,
     StoreUnavailableError,
     TooLargeError,
+    error_fields,
 )
-from ._models import ErrorResponse
+from ._models import DOCVEC_RULE, ErrorResponse
 
 __all__ = ["error_response", "install_error_handlers", "status_of"]
 
@@ -56,9 +60,21 @@ def status_of(exc: DocvecError) -> int:
     return next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
 
 
-def error_response(status: int, detail: str, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    detail: str,
+    errors: list[dict[str, Any]] | None = None,
+    *,
+    error: str | None = None,
+    fields: dict[str, Any] | None = None,
+) -> JSONResponse:
     """An error response with its :class:`ErrorResponse` body."""
-    return JSONResponse(ErrorResponse(detail=detail, errors=errors).model_dump(exclude_none=True), status)
+    body = ErrorResponse(detail=detail, error=error, fields=fields or None, errors=errors)
+    return JSONResponse(body.model_dump(exclude_none=True), status)
+
+
+def _redacted(values: dict[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+    return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
 
 
 def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) -> Callable[[str], str]:
@@ -82,11 +98,11 @@ def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) 
         status = status_of(exc)
         if status >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc)
-        failures = [
-            {k: redact(str(v)) if isinstance(v, str) else v for k, v in f.items()}
-            for f in getattr(exc, "failures", None) or []
-        ]
-        return error_response(status, redact(str(exc)), failures or None)
+        failures = [_redacted(f, redact) for f in getattr(exc, "failures", None) or []]
+        fields = _redacted(error_fields(exc), redact)
+        return error_response(
+            status, redact(str(exc)), failures or None, error=type(exc).__name__, fields=fields
+        )
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -95,12 +111,16 @@ def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) 
             {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": e.get("type")}
             for e in exc.errors()
         ]
+        if errors and all(e["type"] == DOCVEC_RULE for e in errors):
+            # docvec's own rule, in its own words: what the library raises for the same value
+            detail = "; ".join(dict.fromkeys(e["msg"] for e in errors))
+            return error_response(400, detail, error="InputError", fields={"reason": detail})
         detail = "; ".join(f"{'.'.join(e['loc'][1:]) or e['loc'][0]}: {e['msg']}" for e in errors)
-        return error_response(422, detail or "invalid request", errors)
+        return error_response(422, detail or "invalid request", errors, error="InputError")
 
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         log.exception("%s %s failed", request.method, request.url.path)
-        return error_response(500, "internal error")
+        return error_response(500, "internal error", error="DocvecError")
 
     app.add_exception_handler(DocvecError, docvec_error)
     app.add_exception_handler(RequestValidationError, validation_error)

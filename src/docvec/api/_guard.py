@@ -25,8 +25,8 @@ _ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 _OPEN_PATHS = frozenset({"/", "/healthz"})
 
 
-async def _send_error(send: _Send, status: int, detail: str) -> None:
-    body = ErrorResponse(detail=detail).model_dump_json(exclude_none=True).encode()
+async def _send_error(send: _Send, status: int, detail: str, error: str) -> None:
+    body = ErrorResponse(detail=detail, error=error).model_dump_json(exclude_none=True).encode()
     await send(
         {
             "type": "http.response.start",
@@ -53,13 +53,18 @@ class Guard:
         if self.api_key and scope["path"] not in _OPEN_PATHS:
             given = headers.get("x-api-key", "")
             if not secrets.compare_digest(given.encode(), self.api_key.encode()):
-                await _send_error(send, 401, "missing or wrong X-API-Key header")
+                await _send_error(
+                    send,
+                    401,
+                    "missing or wrong X-API-Key header (docvec sends DOCVEC_API_KEY)",
+                    "ForbiddenError",
+                )
                 return
         upload = scope["method"] == "POST" and scope["path"] == "/documents"
         limit = self.upload_limit + _MULTIPART_SLACK if upload else MAX_REQUEST_BYTES
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            await _send_error(send, 413, f"request body over {limit} bytes")
+            await _send_error(send, 413, f"request body over {limit} bytes", "TooLargeError")
             return
         received = 0
         started = rejected = False
@@ -76,7 +81,7 @@ class Guard:
                     # the app the client left, since frameworks turn errors raised while reading into 400s.
                     rejected = True
                     if not started:
-                        await _send_error(send, 413, f"request body over {limit} bytes")
+                        await _send_error(send, 413, f"request body over {limit} bytes", "TooLargeError")
                     return {"type": "http.disconnect"}
             return message
 

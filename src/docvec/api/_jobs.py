@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .._errors import DocvecError, IngestError, NotFoundError
+from .._errors import DocvecError, IngestError, NotFoundError, error_fields
 from .._records import IngestReport, ReindexReport, Upload
 
 __all__ = ["KEPT", "Job", "JobKind", "Jobs", "Progress"]
@@ -56,6 +56,8 @@ class Job(BaseModel):
         description="What the job came to, once done: the document, the ingest report or the reindex report.",
     )
     detail: str | None = Field(None, description="Why it failed.")
+    error: str | None = Field(None, description="The docvec error class it failed with.")
+    fields: dict[str, Any] | None = Field(None, description="What that error carries besides its message.")
     errors: list[dict[str, Any]] | None = Field(
         None, description="The failures, page by page, when it failed."
     )
@@ -107,10 +109,18 @@ class Jobs:
             result = work(lambda **fields: self._update(job_id, **fields))
         except DocvecError as e:
             failures = e.failures if isinstance(e, IngestError) else None
-            self._update(job_id, status="failed", detail=self._redact(str(e)), errors=failures)
+            fields = {k: self._redact(v) if isinstance(v, str) else v for k, v in error_fields(e).items()}
+            self._update(
+                job_id,
+                status="failed",
+                detail=self._redact(str(e)),
+                errors=failures,
+                error=type(e).__name__,
+                fields=fields or None,
+            )
         except Exception:  # a bug: the job says so, the log has the traceback
             log.exception("job %s failed", job_id)
-            self._update(job_id, status="failed", detail="internal error")
+            self._update(job_id, status="failed", detail="internal error", error="DocvecError")
         else:
             self._update(job_id, status="done", result=result)
 

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
-from .._records import MAX_K, DocumentList, DocumentSummary, Hit, SearchFilter, Upload
+from .._errors import InputError
+from .._records import (
+    MAX_K,
+    MAX_PREFETCH,
+    DocumentList,
+    DocumentSummary,
+    Hit,
+    ReindexSpec,
+    SearchFilter,
+    Upload,
+    check_k,
+    check_prefetch,
+    check_query,
+)
 from ._jobs import Job
 
 __all__ = [
@@ -27,29 +42,48 @@ __all__ = [
 ]
 
 MAX_QUERY_CHARS = 1000
+#: the type of a validation error that breaks one of docvec's own rules: its message is docvec's, as
+#: without a server (see docvec.api._errors)
+DOCVEC_RULE = "docvec_rule"
 
 
-def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise ValueError("the query is empty")
-    return text
+def _rule(check: Callable[[Any], Any]) -> AfterValidator:
+    """docvec's own check of a value as a validator: what it raises is the validation error's message."""
+
+    def validate(value: Any) -> Any:
+        if value is not None:
+            try:
+                check(value)
+            except InputError as e:
+                raise PydanticCustomError(DOCVEC_RULE, "{reason}", {"reason": e.reason}) from None
+        return value
+
+    return AfterValidator(validate)
 
 
+# The bounds are in the schema; the values are checked by docvec's rules (the same messages as the
+# library's), not by pydantic's constraints.
 QueryText = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in words."),
-    AfterValidator(_not_blank),
+    Field(max_length=MAX_QUERY_CHARS, json_schema_extra={"minLength": 1}, description="What to look for."),
+    _rule(check_query),
 ]
-
-
-K = Annotated[int, Field(ge=1, le=MAX_K, description="How many pages to return.")]
+K = Annotated[
+    int,
+    Field(json_schema_extra={"minimum": 1, "maximum": MAX_K}, description="How many pages to return."),
+    _rule(check_k),
+]
 Mode = Annotated[
     Literal["auto", "dense", "multi", "hybrid"] | None,
     Field(description="How pages are scored (default: the server's DOCVEC_SEARCH_MODE, auto)."),
 ]
 Prefetch = Annotated[
     int | None,
-    Field(ge=1, le=10_000, description="Hybrid mode: pages the dense vector finds for MaxSim to rerank."),
+    Field(
+        json_schema_extra={"minimum": 1, "maximum": MAX_PREFETCH},
+        description="Hybrid mode: pages the dense vector finds for MaxSim to rerank.",
+    ),
+    _rule(check_prefetch),
 ]
 
 
@@ -153,6 +187,10 @@ class HealthResponse(BaseModel):
     model: str
     collection: str
     pages: int | None = None
+    multivector: bool | None = Field(
+        None, description="Whether the collection keeps token vectors (multi and hybrid searches need them)."
+    )
+    search_mode: str | None = Field(None, description="How a search that names no mode scores pages.")
     detail: str | None = None
 
 
@@ -169,23 +207,22 @@ class IngestRequest(BaseModel):
     prune: bool = Field(False, description="Also drop the documents whose files are gone.")
 
 
-class ReindexRequest(BaseModel):
-    """``POST /reindex``'s body: what `docvec reindex` takes (unset: the collection's own)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = Field(None, description="A model folder, GGUF pair or registry name, on the server.")
-    dim: int | None = Field(None, ge=1, description="Vector size.")
-    max_pixels: int | None = Field(None, ge=1, description="Page budget in pixels.")
-    multivector: bool | None = Field(None, description="Keep token vectors (late interaction), or not.")
-    token_pool: int | None = Field(None, ge=1, le=16, description="Token vectors averaged into one.")
-    drop_old: bool = Field(False, description="Remove the old version once the new one is live.")
+#: ``POST /reindex``'s body: what `docvec reindex` takes (unset: the collection's own)
+ReindexRequest = ReindexSpec
 
 
 class ErrorResponse(BaseModel):
     """The body of every error response."""
 
-    detail: str
+    detail: str = Field(description="What went wrong, as docvec says it without a server.")
+    error: str | None = Field(
+        None,
+        description="The docvec error class (docvec._errors), e.g. CollectionNotFoundError: a RemoteIndex "
+        "raises it again.",
+    )
+    fields: dict[str, Any] | None = Field(
+        None, description="What the error carries besides its message (a file's path, the bad item ...)."
+    )
     errors: list[dict[str, Any]] | None = None
 
 
@@ -202,6 +239,5 @@ API_MODELS: list[type[BaseModel]] = [
     HealthResponse,
     ErrorResponse,
     IngestRequest,
-    ReindexRequest,
     Job,
 ]

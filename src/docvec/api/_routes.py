@@ -16,8 +16,8 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from .._errors import NotFoundError, StoreError
 from .._index import Index
+from .._pipeline._sources import SourceDocument
 from .._records import DOC_ID_PATTERN, DocumentList, DocumentSummary, SearchFilter, Upload, parse_tags
-from .._sources import SourceDocument
 from . import _models as models
 from ._jobs import Job, Jobs, Progress
 
@@ -49,6 +49,8 @@ def healthz(request: Request) -> JSONResponse:
     out = models.HealthResponse(status="ok", model=index.settings.model, collection=index.collection)
     try:
         out.pages = index.count()
+        out.search_mode = index.search_mode()
+        out.multivector = index.search_mode("auto") == "hybrid"  # auto is hybrid where there are tokens
     except StoreError as e:
         out.status, out.detail = "unavailable", request.app.state.redact(str(e))
     return JSONResponse(out.model_dump(exclude_none=True), 200 if out.status == "ok" else 503)

@@ -1,0 +1,48 @@
+"""The offline demo: the tiny test model, the sample documents shipped with docvec, one search."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .._config import Settings
+from .._index import Index
+from .._model._embedder import Embedder
+from .._records import Hit, IngestReport
+from .._tools._tiny import build_tiny_model
+
+__all__ = ["QUERY", "run_demo", "sample_documents"]
+
+QUERY = "total amount due on the invoice"
+
+
+def sample_documents() -> Path:
+    """The folder of sample documents shipped with docvec (our own, licence-clean)."""
+    return Path(str(resources.files("docvec") / "samples"))
+
+
+def run_demo(settings: Settings, *, model_dir: Path, console: Console) -> tuple[IngestReport, list[Hit]]:
+    """Build (once) the tiny model, ingest the samples into ``settings.data_dir``, run one search."""
+    console.print(f"building the offline test model in {model_dir} (once) ...")
+    files = build_tiny_model(model_dir, cache_dir=settings.cache_dir)
+    with Embedder(files, settings.embed) as emb, Index.open(settings, embedder=emb) as index:
+        report = index.add([sample_documents()])
+        console.print(
+            f"indexed {report.documents_indexed} documents ({report.pages_indexed} pages), "
+            f"skipped {report.documents_skipped} unchanged, into {settings.data_dir}"
+        )
+        hits = index.search(QUERY, k=3)
+    table = Table(title=f"search: {QUERY!r}", title_justify="left")
+    for col in ("score", "document", "page"):
+        table.add_column(col)
+    for h in hits:
+        table.add_row(f"{h.score:+.4f}", Path(h.source).name, str(h.page))
+    console.print(table)
+    console.print(
+        f"[yellow]{files.language_model.name}: the test model's weights are random, so this ranking tests "
+        "the machinery and means nothing. Real models: `docvec models pull jina-v4`.[/]"
+    )
+    return report, hits

@@ -1,0 +1,177 @@
+"""One contract for an index, local or served: :class:`IndexLike`, which :class:`docvec.Index` (in this
+process) and :class:`docvec.RemoteIndex` (a running ``docvec serve``) both satisfy, checked by mypy below.
+
+Code that takes either, as the command line and the flows do (:func:`docvec.connect` hands out one or the
+other), types it as :class:`IndexLike`. The same call raises the same error class with the same message on
+both (the REST API carries the class across); the few verbs a server cannot offer raise
+:class:`~docvec.UnsupportedError` on a :class:`~docvec.RemoteIndex`, saying what to do instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol, Self
+
+from ._config import Settings
+from ._model import Embedder
+from ._pipeline._ingest import PageFn, ProgressFn
+from ._pipeline._sources import SourceDocument
+from ._records import (
+    DocumentList,
+    GcReport,
+    Hit,
+    IngestReport,
+    PagePayload,
+    ReindexReport,
+    ReindexSpec,
+    SearchFilter,
+    SearchMode,
+    Upload,
+    VersionInfo,
+)
+
+__all__ = ["IndexLike"]
+
+
+class IndexLike(Protocol):
+    """The verbs of an index of documents (see :class:`docvec.Index` for what each does)."""
+
+    settings: Settings
+    collection: str
+
+    # -- writing ---------------------------------------------------------------------------------------
+
+    def add(
+        self,
+        paths: Sequence[str | Path],
+        *,
+        tags: Sequence[str] = (),
+        recursive: bool = True,
+        prune: bool = False,
+        progress: ProgressFn | None = None,
+    ) -> IngestReport:
+        """Index files, folders (recursively) and glob patterns of PDFs and images."""
+        ...
+
+    def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
+        """Keep an upload and identify it, without indexing it yet (the first half of :meth:`add_upload`)."""
+        ...
+
+    def add_upload(
+        self,
+        upload: BinaryIO | SourceDocument,
+        *,
+        name: str | None = None,
+        tags: Sequence[str] = (),
+        limit: int | None = None,
+        progress: PageFn | None = None,
+    ) -> Upload:
+        """Keep an uploaded document and index it."""
+        ...
+
+    def delete(self, target: str, *, by: Literal["auto", "doc_id", "path"] = "auto") -> int:
+        """Remove a document by id, or every document read from a path; returns the pages removed."""
+        ...
+
+    def prune(self) -> int:
+        """Remove the documents whose files are gone; returns how many."""
+        ...
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        filter: SearchFilter | None = None,
+        *,
+        mode: SearchMode | Literal["auto"] | None = None,
+        prefetch: int | None = None,
+    ) -> list[Hit]:
+        """The ``k`` pages that best match ``query``, best first."""
+        ...
+
+    def search_mode(self, mode: SearchMode | Literal["auto"] | None = None) -> SearchMode:
+        """The mode a search with ``mode`` runs in."""
+        ...
+
+    def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
+        """Indexed documents ordered by source path, with the total."""
+        ...
+
+    def pages_of(self, doc_id: str) -> list[PagePayload]:
+        """A document's indexed pages in order."""
+        ...
+
+    def page_file(self, doc_id: str, page: int, *, thumbnail: bool = False) -> Path:
+        """The page's image as rendered for the model (PNG), or its thumbnail (JPEG)."""
+        ...
+
+    def document_file(self, doc_id: str) -> tuple[Path, str, str]:
+        """The document's file as it was indexed, with its display name and kind."""
+        ...
+
+    def count(self) -> int:
+        """Pages in the index."""
+        ...
+
+    # -- versions --------------------------------------------------------------------------------------
+
+    def reindex(
+        self, spec: ReindexSpec | None = None, *, progress: ProgressFn | None = None
+    ) -> ReindexReport:
+        """Build a new version of the collection as ``spec`` asks, and switch to it once complete."""
+        ...
+
+    def versions(self) -> list[VersionInfo]:
+        """The collection's versions, oldest first."""
+        ...
+
+    def drop_version(self, version: str) -> GcReport:
+        """Delete a version that is not live, then the page images no version uses any more."""
+        ...
+
+    def gc(self) -> GcReport:
+        """Remove the page images that no version of any collection shows."""
+        ...
+
+    # -- serving ---------------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The model the index embeds with."""
+        ...
+
+    def prepare(self) -> None:
+        """Load the model and create the collection if it is missing."""
+        ...
+
+    def advertise(self, api: str) -> None:
+        """Tell other docvec processes on this machine that this one serves the index at ``api``."""
+        ...
+
+    # -- lifetime --------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release what the index holds."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+if TYPE_CHECKING:
+    from ._client import RemoteIndex
+    from ._index import Index
+
+    def _local(index: Index) -> IndexLike:
+        # mypy proves here that both faces of an index keep the one contract
+        return index
+
+    def _served(index: RemoteIndex) -> IndexLike:
+        return index

@@ -1,0 +1,234 @@
+"""The live version of a collection, and the model and renderer that fit it: what :class:`docvec.Index`'s
+verbs read and write, kept apart from the verbs themselves.
+
+A collection's name points at one live version (see :mod:`docvec._store`); a reindex, here or in another
+process, may switch it. :class:`LiveVersion` looks the live version up (every call on the embedded store,
+every :data:`RESOLVE_EVERY` seconds on a server), loads the model on first use with the settings that fit
+that version (:func:`docvec._pipeline._versions.fitting_settings`), follows a switch to a version another
+model or size made, and keeps the ingest stage for the version writes go to. A model it replaces is closed
+once its call in progress ends; a search that still holds it gets a :class:`~docvec.ModelError` and asks
+again for the one that is live now.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ._config import EmbedSettings, Settings
+from ._fileio import MB
+from ._model import Embedder, resolve_model
+from ._pipeline._ingest import Ingestor
+from ._pipeline._parts import Parts
+from ._pipeline._provenance import check_same_vectors, embedding_info, fits, recorded_info
+from ._pipeline._versions import Fit, fitting_settings, new_record, version_record
+from ._records import EmbeddingInfo
+from ._render import Renderer
+from ._store import PageStore, Store
+
+__all__ = ["RESOLVE_EVERY", "LiveVersion"]
+
+log = logging.getLogger("docvec")
+
+#: With a Qdrant server, another machine may switch a collection to a new version: the live version is
+#: looked up again when its last look is this many seconds old (the embedded store: every time).
+RESOLVE_EVERY = 2.0
+
+
+class LiveVersion:
+    """The live version of ``settings.collection`` in ``store``, and the model and renderer that fit it.
+
+    ``embedder``, when given, is used for every version (the caller's model: the checks say when it does
+    not fit) and left open for its owner; otherwise models are loaded as versions need them and closed by
+    :meth:`close`. Thread-safe.
+    """
+
+    def __init__(
+        self, settings: Settings, store: Store, pages: PageStore, *, embedder: Embedder | None = None
+    ) -> None:
+        self.settings = settings
+        self.collection = settings.collection
+        self.store = store
+        self.pages = pages
+        self._owns_model = embedder is None
+        self._embedder = embedder  # what searches and ingests use (maybe a view of _model)
+        self._model = embedder  # what holds the loaded model
+        self._embedder_version: str | None = None  # the version the embedder was chosen for
+        self._fit: Fit | None = None  # what the live version asks for (model, kind of pages)
+        self._ingestor: Ingestor | None = None
+        self._renderer: Renderer | None = None
+        self._searched: str | None = None  # the version whose vectors were found to fit the model
+        self._live: str | None = None
+        self._live_at = 0.0
+        self._model_lock = threading.Lock()
+        self._version_lock = threading.Lock()
+
+    # -- the version -------------------------------------------------------------------------------
+
+    def version(self, *, refresh: bool = False) -> str | None:
+        """The live version (``None`` when nothing was indexed yet), looked up again when ``refresh`` or
+        when the last look is older than the store allows (see the module's docstring)."""
+        every = RESOLVE_EVERY if self.store.backend.resolves_aliases else 0.0
+        now = time.monotonic()
+        with self._version_lock:
+            if refresh or self._live is None or now - self._live_at >= every:
+                live = self.store.live(self.collection)
+                self._live_at = now
+                if live != self._live and self._live is not None:
+                    log.info("collection %r now reads %s (was %s)", self.collection, live, self._live)
+                self._live = live
+            return self._live
+
+    # -- the model ---------------------------------------------------------------------------------
+
+    def embedder(self) -> Embedder:
+        """The model that fits the live version, loaded on first use; after a switch to a version another
+        model (or size) made, that one."""
+        version = self.version()
+        with self._model_lock:
+            current = self._embedder
+            if current is not None and self._embedder_version == version and self._fit is not None:
+                return current
+            record = version_record(self.store, version) if version is not None else None
+            fit = fitting_settings(
+                self.settings, record, follow=current is not None and self._fit is not None
+            )
+            self._fit = fit
+            if current is not None and not self._owns_model:
+                self._embedder_version = version
+                return current
+            if current is not None and (record is None or fits(record.embedding, self.info(current))):
+                self._embedder_version = version
+                return current
+            self._use(self._load(fit.model, fit.embed), version)
+            assert self._embedder is not None
+            return self._embedder
+
+    def for_search(self, version: str) -> Embedder:
+        """The model, checked once per version to make the query vectors ``version``'s pages were made for
+        (:class:`~docvec.CollectionMismatchError` otherwise)."""
+        embedder = self.embedder()
+        if self._searched != version:
+            check_same_vectors(
+                recorded_info(self.store, version),
+                embedding_info(embedder),
+                collection=self.collection,
+                where=self.store.where,
+                for_search=True,
+            )
+            self._searched = version
+        return embedder
+
+    def info(self, embedder: Embedder) -> EmbeddingInfo:
+        """What identifies the pages ``embedder`` makes for the live version (its kind of pages included)."""
+        fit = self._fit
+        if fit is None or not fit.multivector:
+            return embedding_info(embedder)
+        return embedding_info(embedder, multivector=True, token_pool=fit.token_pool)
+
+    def fit(self) -> Fit:
+        """What the live version asks for (model, settings, kind of pages); loads the model if needed."""
+        self.embedder()
+        assert self._fit is not None
+        return self._fit
+
+    def load(self, model: str, embed: EmbedSettings) -> Embedder:
+        """The embedder for ``model`` with ``embed``: a view of the loaded model when only the vector size
+        differs, else the model loaded anew (the caller hands it to :meth:`adopt` or :meth:`discard`)."""
+        with self._model_lock:
+            return self._load(model, embed)
+
+    def adopt(self, embedder: Embedder, fit: Fit) -> None:
+        """Make ``embedder`` (from :meth:`load`) the model, for the live version as it is now (a reindex
+        switched to a version it made)."""
+        version = self.version(refresh=True)
+        with self._model_lock:
+            self._fit = fit
+            self._use(embedder, version)
+
+    def discard(self, embedder: Embedder) -> None:
+        """Close ``embedder`` (from :meth:`load`) unless it is, or is a view of, the model in use."""
+        if not embedder.is_view and embedder is not self._model:
+            embedder.close()
+
+    def _load(self, model: str, embed: EmbedSettings) -> Embedder:
+        cache = self.settings.cache_dir
+        current = self._model
+        if current is not None and self._owns_model:
+            files = resolve_model(model, cache_dir=cache)[0]
+            dim, bounds = current.profile.resolve(embed, current.hidden_size)
+            if files == current.files and bounds == current.bounds:
+                return current if dim == current.dim else current.with_dim(dim)
+        log.info("loading the model %s", model)
+        budget = self.settings.render.max_memory_mb * MB
+        return Embedder.open(model, embed, cache_dir=cache, decode_budget=budget)
+
+    def _use(self, embedder: Embedder, version: str | None) -> None:
+        """Make ``embedder`` the model (the model lock held); the one it replaces is closed once its call in
+        progress ends."""
+        if not embedder.is_view and embedder is not self._model:
+            if self._model is not None and self._owns_model:
+                self._model.close()
+            self._model = embedder
+        self._embedder = embedder
+        self._embedder_version = version
+        self._ingestor = None
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def ingest_stage(self) -> Ingestor:
+        """The ingest stage for the live version (created, as the collection's first version, when there
+        is none). The caller holds the index's write lock, so that a reindex cannot switch under it."""
+        embedder = self.embedder()
+        with self._model_lock:
+            version = self.version()
+            info = self.info(embedder)
+            if version is None:
+                record = new_record(info, self.settings.model, building=False)
+                self.store.ensure_collection(
+                    self.collection,
+                    embedder.dim,
+                    record.model_dump(mode="json"),
+                    tokens=embedder.head_dim if info.multivector else None,
+                )
+                version = self.version(refresh=True)
+                assert version is not None
+            ingestor = self._ingestor
+            if ingestor is None or ingestor.collection != version or ingestor.embedder is not embedder:
+                parts = Parts(self.store, self.pages, self._renderer_for(embedder), embedder)
+                ingestor = Ingestor(
+                    parts, collection=version, multivector=info.multivector, token_pool=info.token_pool
+                )
+                self._ingestor = ingestor
+            return ingestor
+
+    def _renderer_for(self, embedder: Embedder) -> Renderer:
+        """The render workers, rendering at ``embedder``'s page budget (started again when it changes)."""
+        if self._renderer is None or self._renderer.target_pixels != embedder.bounds.max_pixels:
+            if self._renderer is not None:
+                self._renderer.close()
+            self._renderer = new_renderer(self.settings, embedder)
+        return self._renderer
+
+    # -- lifetime ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the render workers and free the model (unless it was passed in)."""
+        try:
+            if self._renderer is not None:
+                self._renderer.close()
+        finally:
+            if self._owns_model and self._model is not None:
+                self._model.close()
+
+
+def new_renderer(settings: Settings, embedder: Embedder) -> Renderer:
+    """Render workers for ``embedder``'s page budget, with the render settings."""
+    render = settings.render
+    return Renderer(
+        workers=render.workers,
+        target_pixels=embedder.bounds.max_pixels,
+        timeout_s=render.timeout_s,
+        memory_limit=render.max_memory_mb * MB,
+    )

@@ -1,0 +1,449 @@
+"""Single-vector and multi-vector embeddings of queries, passages and page images through llama.cpp.
+
+>>> with Embedder.open("path/to/model") as emb:           # doctest: +SKIP
+...     q = emb.embed_queries(["invoice total"])          # (1, 2048) float32, unit norm
+...     p = emb.embed_images(["page-1.png"], dim=512)     # Matryoshka-truncated, re-normalised
+...     p, tokens = emb.embed_images_multi(["page-1.png"])  # the same, and (n_tokens, 128) per page
+
+Multi-vector output needs the model's head (``multivector-head.gguf`` beside its GGUFs, see
+:mod:`docvec._model._head`); the single vector and the token vectors come from one forward pass.
+
+Which tokens get a vector: all of them, as jina-embeddings-v4's own code returns them. Its forward pass
+applies the head to the last hidden state of every position, and its ``encode_text`` / ``encode_image``
+with ``return_multivector=True`` keep every position the attention mask covers, i.e. the whole input
+sequence: for a query the prompt ``Query: `` and the text; for a page the whole image prompt (the chat
+template's ``<|im_start|>user``, ``<|vision_start|>``, one token per image token, ``<|vision_end|>``,
+``Describe the image.<|im_end|>`` and the newline). So MaxSim scores come out as with the model's own
+vectors; dropping the template tokens would make another, unevaluated model. The single vector pools a
+subset of the same states (texts: all tokens; images: the vision span), so both come from one decode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._closing import Closing
+from .._config import DECODE_BUDGET_MB, EmbedSettings
+from .._errors import ConfigError, InputError, ModelError, ModelMismatchError
+from .._records import ModelFingerprint
+from ._files import ModelFiles, inspect_pair
+from ._fingerprint import fingerprint
+from ._gguf import GGUFInfo, read_gguf_info
+from ._head import FILE_NAME as HEAD_FILE
+from ._head import MultiVectorHead, read_head
+from ._images import ImageInput, load_image, prepare_image
+from ._native import LlamaContext, LlamaModel, MtmdContext, PromptChunk
+from ._profiles import ImageBounds, ModelProfile, profile_for
+from ._resolve import resolve_model
+
+__all__ = ["Embedder", "ImageStates", "TokenStates", "normalize"]
+
+log = logging.getLogger("docvec")
+
+Vectors = npt.NDArray[np.float32]
+
+
+def normalize(vectors: Vectors, dim: int | None = None) -> Vectors:
+    """Truncate rows to ``dim`` (Matryoshka) and scale each to unit L2 norm."""
+    v = vectors[:, :dim] if dim is not None else vectors
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.asarray(v / np.maximum(norms, np.finfo(np.float32).tiny), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class TokenStates:
+    """Last hidden states of every token of one input, with how long each stage took."""
+
+    states: Vectors  # (n_tokens, hidden)
+    token_ids: npt.NDArray[np.int32]  # -1 for image tokens
+    lm_seconds: float
+
+
+@dataclass(frozen=True)
+class ImageStates(TokenStates):
+    """Token states of an image prompt, and the pooled span (first, last index, both included)."""
+
+    span: tuple[int, int]
+    size: tuple[int, int]  # (width, height) the image was resized to
+    vision_seconds: float
+
+
+class Embedder(Closing):
+    """Embeds texts and images with one GGUF language model and its mmproj vision encoder, and, when the
+    model has a multi-vector head (``files.head``), into one 128-d vector per token as well.
+
+    One embedder serves one thread at a time (llama.cpp contexts are not thread-safe); calls from several
+    threads are serialised. Close it (or use it as a context manager) to free the native memory.
+    """
+
+    def __init__(
+        self,
+        files: ModelFiles,
+        settings: EmbedSettings | None = None,
+        *,
+        headers: tuple[GGUFInfo, GGUFInfo] | None = None,
+        decode_budget: int = DECODE_BUDGET_MB << 20,
+    ) -> None:
+        """Load ``files`` (checked first: see :func:`docvec._model._files.inspect_pair`) with ``settings``.
+
+        ``headers`` are the two files' GGUF headers when the caller has read them already (so that an
+        open reads each header once); the sizes and image bounds in ``settings`` are checked against the
+        model's profile before any weight is loaded. An image file whose decoding would take more than
+        ``decode_budget`` bytes is refused (``DOCVEC_RENDER__MAX_MEMORY_MB``, as in the render workers).
+        The multi-vector head, when ``files.head`` names one, is loaded and checked here too (a bad file is
+        a :class:`~docvec.ModelFileError` naming it; one of another width a
+        :class:`~docvec.ModelMismatchError`).
+        """
+        self.settings = settings or EmbedSettings()
+        self.decode_budget = decode_budget
+        lm_info, mm_info = headers or inspect_pair(files)
+        self.files = files
+        self.profile: ModelProfile = profile_for(lm_info.architecture, mm_info.projector)
+        self._check_geometry(mm_info)
+        # before the weights: a bad head fails the open in milliseconds
+        self._head: MultiVectorHead | None = (
+            read_head(files.head, width=lm_info.embedding_length) if files.head is not None else None
+        )
+        #: what the files hold, by content (:mod:`docvec._model._fingerprint`): recorded with every vector
+        self.fingerprint = ModelFingerprint(
+            model=fingerprint(lm_info),
+            mmproj=fingerprint(mm_info),
+            head=fingerprint(read_gguf_info(files.head)) if files.head is not None else None,
+        )
+        s = self.settings
+        # the vector size and image bounds in use: the settings' overrides, else the model's own
+        self._default_dim: int
+        self.bounds: ImageBounds
+        width = lm_info.embedding_length or 0
+        self._default_dim, self.bounds = self.profile.resolve(s, width)
+        threads = s.threads or os.cpu_count() or 1
+        unit2 = self.profile.image_unit**2
+        self._handles = _Handles()
+        self._view = False
+        self._model = LlamaModel(files.language_model, gpu_layers=s.gpu_layers)
+        try:
+            n_ctx = min(max(s.max_text_tokens, self._max_image_prompt_tokens()), self._model.n_ctx_train)
+            self._ctx = LlamaContext(self._model, n_ctx=n_ctx, n_batch=s.decode_batch, threads=threads)
+            self._mtmd = MtmdContext(
+                files.mmproj,
+                self._model,
+                threads=threads,
+                use_gpu=s.vision_gpu,
+                min_tokens=-(-self.bounds.min_pixels // unit2),
+                max_tokens=self.bounds.max_pixels // unit2,
+            )
+        except BaseException:
+            self.close()
+            raise
+        self._span_ids = tuple(int(self._special_id(t)) for t in self.profile.image_span)
+
+    @classmethod
+    def open(
+        cls,
+        model: str | Path,
+        settings: EmbedSettings | None = None,
+        *,
+        cache_dir: Path | None = None,
+        decode_budget: int = DECODE_BUDGET_MB << 20,
+    ) -> Embedder:
+        """An embedder for a model folder, a ``"LM.gguf,MMPROJ.gguf"`` pair or a registry name (found in
+        docvec's cache folder ``cache_dir`` and the Hugging Face cache: see
+        :func:`docvec._model._resolve.resolve_model`)."""
+        files, lm, mm = resolve_model(model, cache_dir=cache_dir)
+        return cls(files, settings, headers=(lm, mm), decode_budget=decode_budget)
+
+    # -- public embedding API -------------------------------------------------------------------------
+
+    @property
+    def dim(self) -> int:
+        """Size of the vectors returned when no ``dim`` is passed."""
+        return self._dim(None)
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the language model's hidden states (the vector size before truncation)."""
+        return self._model.n_embd
+
+    @property
+    def has_multivector(self) -> bool:
+        """Whether this model has a multi-vector head, so that the ``*_multi`` methods work."""
+        return self._head is not None
+
+    @property
+    def head_dim(self) -> int | None:
+        """Size of the token vectors of the multi-vector head (128 for jina-embeddings-v4); None without a
+        head."""
+        return self._head.dim if self._head is not None else None
+
+    def embed_queries(self, texts: Sequence[str], *, dim: int | None = None) -> Vectors:
+        """Embed search queries (prompt ``Query: ``); returns (n, dim) float32 rows of unit norm."""
+        return self._embed_texts(texts, self.profile.query_template, dim, None)[0]
+
+    def embed_passages(self, texts: Sequence[str], *, dim: int | None = None) -> Vectors:
+        """Embed text passages (prompt ``Passage: ``); returns (n, dim) float32 rows of unit norm."""
+        return self._embed_texts(texts, self.profile.passage_template, dim, None)[0]
+
+    def embed_images(self, images: Sequence[ImageInput], *, dim: int | None = None) -> Vectors:
+        """Embed page images (PIL images or paths); returns (n, dim) float32 rows of unit norm.
+
+        A bad item raises :class:`InputError` naming its index and file before any work is done on the
+        rest of the batch.
+        """
+        return self._embed_images(images, dim, None)[0]
+
+    # -- multi-vector (late interaction; which tokens and why: the module's docstring) -----------------
+
+    def embed_queries_multi(
+        self, texts: Sequence[str], *, dim: int | None = None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Embed search queries (prompt ``Query: ``) as :meth:`embed_queries` does, and into one vector per
+        token: returns the (n, dim) single vectors and, per query, a (tokens, 128) float32 array of unit
+        rows (every token of the prompt and the text; ``dim`` applies to the single vectors only).
+
+        Needs the model's multi-vector head (:attr:`has_multivector`), else raises :class:`ModelError`.
+        """
+        return self._embed_texts(texts, self.profile.query_template, dim, self._require_head())
+
+    def embed_passages_multi(
+        self, texts: Sequence[str], *, dim: int | None = None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Embed text passages (prompt ``Passage: ``) as :meth:`embed_passages` does, and into one vector
+        per token, as :meth:`embed_queries_multi` does."""
+        return self._embed_texts(texts, self.profile.passage_template, dim, self._require_head())
+
+    def embed_images_multi(
+        self, images: Sequence[ImageInput], *, dim: int | None = None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Embed page images as :meth:`embed_images` does, and into one vector per token: returns the
+        (n, dim) single vectors (the same numbers :meth:`embed_images` returns) and, per image, a
+        (tokens, 128) float32 array of unit rows, one per token of the whole image prompt (template, vision
+        markers and image tokens; ``dim`` applies to the single vectors only).
+
+        Needs the model's multi-vector head (:attr:`has_multivector`), else raises :class:`ModelError`.
+        """
+        return self._embed_images(images, dim, self._require_head())
+
+    # -- token-level access (parity tests, benchmarks, the multi-vector head) ------------------------------
+
+    def text_states(self, text: str) -> TokenStates:
+        """Hidden states of every token of ``text`` exactly as given (no prompt is added)."""
+        with self._native():
+            tokens = self._model.tokenize(text, parse_special=False)
+            if len(tokens) > self.settings.max_text_tokens:
+                log.warning(
+                    "text of %d tokens truncated to max_text_tokens=%d",
+                    len(tokens),
+                    self.settings.max_text_tokens,
+                )
+                tokens = tokens[: self.settings.max_text_tokens]
+            t0 = time.perf_counter()
+            self._ctx.clear()
+            states = self._ctx.decode_tokens(tokens, 0)
+            return TokenStates(states, tokens, time.perf_counter() - t0)
+
+    def image_states(self, image: ImageInput) -> ImageStates:
+        """Hidden states of every token of the image prompt, and the span that is pooled."""
+        return self._image_states(self._prepare(image))
+
+    def _prepare(self, image: ImageInput) -> npt.NDArray[np.uint8]:
+        return prepare_image(load_image(image, budget=self.decode_budget), self.bounds)
+
+    def _image_states(self, rgb: npt.NDArray[np.uint8]) -> ImageStates:
+        prompt = self.profile.image_template.format(marker=self._mtmd.marker)
+        with self._native():
+            t0 = time.perf_counter()
+            chunks = self._mtmd.tokenize(prompt, rgb)
+            t1 = time.perf_counter()
+            self._ctx.clear()
+            states, ids = self._decode_chunks(chunks)
+            t2 = time.perf_counter()
+        return ImageStates(
+            states=states,
+            token_ids=ids,
+            lm_seconds=t2 - t1,
+            span=self._span(ids),
+            size=(int(rgb.shape[1]), int(rgb.shape[0])),
+            vision_seconds=t1 - t0,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    @property
+    def is_view(self) -> bool:
+        """Whether this is a view made by :meth:`with_dim` (which owns nothing)."""
+        return self._view
+
+    def with_dim(self, dim: int) -> Embedder:
+        """This model, returning ``dim``-d vectors by default: a view that shares the loaded model with this
+        embedder, and its lifetime. It costs no memory; its :meth:`close` does nothing; once this embedder
+        is closed, every call of the view raises :class:`~docvec.ModelError`, as this embedder's do."""
+        view = copy.copy(self)  # the same _Handles: one lock, one closed state for the owner and its views
+        view._default_dim = self.profile.check_dim(dim, self.hidden_size)
+        view._view = True
+        return view
+
+    def close(self) -> None:
+        """Free the native model, context and vision encoder, once the call in progress (if any) ends;
+        a later call raises :class:`~docvec.ModelError`."""
+        if getattr(self, "_view", False):
+            return
+        handles = getattr(self, "_handles", None)
+        with handles.lock if handles is not None else contextlib.nullcontext():
+            if handles is not None:
+                handles.closed = True
+            for name in ("_mtmd", "_ctx", "_model"):
+                obj = getattr(self, name, None)
+                if obj is not None:
+                    obj.close()
+
+    @contextlib.contextmanager
+    def _native(self) -> Iterator[None]:
+        """The native handles, one thread at a time, never after they were freed."""
+        with self._handles.lock:
+            if self._handles.closed:
+                raise ModelError(f"the model {self.files.language_model.name} was closed")
+            yield
+
+    def __del__(self) -> None:
+        # at interpreter shutdown the native library may already be gone
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _require_head(self) -> MultiVectorHead:
+        if self._head is None:
+            raise ModelError(
+                f"the model in {self.files.language_model.parent} has no multi-vector head ({HEAD_FILE} "
+                "beside its GGUFs), so it gives single vectors only. Make one with `docvec models convert "
+                "HF_DIR OUT_DIR` from a checkpoint that has a multi_vector_projector (jina-embeddings-v4's), "
+                "or get jina-embeddings-v4's with `docvec models pull jina-v4`"
+            )
+        return self._head
+
+    def _embed_texts(
+        self, texts: Sequence[str], template: str, dim: int | None, head: MultiVectorHead | None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Pooled vectors of ``texts`` in ``template``, and, with a ``head``, each one's token vectors."""
+        d = self._dim(dim)
+        items = _as_list(texts, "texts")
+        for i, t in enumerate(items):
+            if not isinstance(t, str):
+                raise InputError(f"expected a string, got {type(t).__name__}", index=i)
+            if not t.strip():
+                raise InputError("empty text", index=i)
+        out = np.empty((len(items), self.hidden_size), np.float32)
+        tokens: list[Vectors] = []
+        for i, t in enumerate(items):
+            states = self.text_states(template.format(text=t)).states
+            out[i] = states.mean(axis=0)
+            if head is not None:
+                tokens.append(head(states))
+        return normalize(out, d), tokens
+
+    def _embed_images(
+        self, images: Sequence[ImageInput], dim: int | None, head: MultiVectorHead | None
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Pooled vectors of ``images``, and, with a ``head``, each one's token vectors."""
+        d = self._dim(dim)
+        items = _as_list(images, "images")
+        # Decode and resize everything first, so a bad item fails the batch before any model work; only
+        # the resized bytes are kept (at most max_pixels x 3 each), not the decoded originals.
+        prepared = []
+        for i, img in enumerate(items):
+            try:
+                prepared.append(self._prepare(img))
+            except InputError as e:
+                raise InputError(e.reason, index=i, item=e.item or _describe(img)) from None
+        out = np.empty((len(prepared), self.hidden_size), np.float32)
+        tokens: list[Vectors] = []
+        for i, rgb in enumerate(prepared):
+            st = self._image_states(rgb)
+            a, b = st.span
+            out[i] = st.states[a : b + 1].mean(axis=0)
+            if head is not None:
+                tokens.append(head(st.states))
+        return normalize(out, d), tokens
+
+    def _decode_chunks(self, chunks: list[PromptChunk]) -> tuple[Vectors, npt.NDArray[np.int32]]:
+        states: list[Vectors] = []
+        ids: list[npt.NDArray[np.int32]] = []
+        pos = 0
+        for c in chunks:
+            if c.tokens is not None:
+                states.append(self._ctx.decode_tokens(c.tokens, pos))
+                ids.append(c.tokens)
+            else:
+                assert c.image_embd is not None and c.image_pos is not None
+                with self._ctx.causal(c.causal):
+                    states.append(self._ctx.decode_embeddings(c.image_embd, c.image_pos))
+                ids.append(np.full(c.n_tokens, -1, np.int32))
+            pos += c.n_pos
+        return np.concatenate(states), np.concatenate(ids)
+
+    def _span(self, ids: npt.NDArray[np.int32]) -> tuple[int, int]:
+        start, end = self._span_ids
+        a = np.flatnonzero(ids == start)
+        b = np.flatnonzero(ids == end)
+        if len(a) != 1 or len(b) != 1 or b[0] <= a[0]:
+            raise ModelMismatchError(
+                f"{self.files.language_model}: the image prompt does not hold one {self.profile.image_span} "
+                f"span as {self.profile.name} expects (tokens {ids.tolist()})"
+            )
+        return int(a[0]), int(b[0])
+
+    def _special_id(self, token: str) -> int:
+        ids = self._model.tokenize(token, parse_special=True)
+        if len(ids) != 1:
+            raise ConfigError(
+                f"{self.files.language_model}: '{token}' is not a single token in this vocabulary"
+            )
+        return int(ids[0])
+
+    def _dim(self, dim: int | None) -> int:
+        return self._default_dim if dim is None else self.profile.check_dim(dim, self.hidden_size)
+
+    def _max_image_prompt_tokens(self) -> int:
+        return self.bounds.max_pixels // self.profile.image_unit**2 + 64
+
+    def _check_geometry(self, mm: GGUFInfo) -> None:
+        patch = mm.metadata.get("clip.vision.patch_size")
+        merge = mm.metadata.get("clip.vision.spatial_merge_size", 2)
+        if patch is not None and int(patch) * int(merge) != self.profile.image_unit:
+            raise ConfigError(
+                f"{mm.path}: patch {patch} x merge {merge} does not give the {self.profile.image_unit}-pixel "
+                f"tokens {self.profile.name} expects"
+            )
+
+
+class _Handles:
+    """The guard of one loaded model's native handles, shared by its embedder and every view of it
+    (:meth:`Embedder.with_dim`): a call holds the lock and finds the handles open, or raises."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.closed = False
+
+
+def _as_list(items: Sequence[Any], what: str) -> list[Any]:
+    if isinstance(items, str | bytes | Path):
+        raise InputError(f"{what} must be a list, not a single {type(items).__name__}")
+    return list(items)
+
+
+def _describe(item: object) -> str:
+    if isinstance(item, str | Path):
+        return str(item)
+    return type(item).__name__

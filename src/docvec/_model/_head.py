@@ -1,0 +1,153 @@
+"""jina-embeddings-v4's multi-vector head: the linear layer the published GGUFs leave out, in a file of
+its own.
+
+The head (``multi_vector_projector``: weight [128, hidden], bias [128]) maps every token's last hidden state
+to a 128-d vector, L2-normalised per token; queries and pages are then scored by late interaction (MaxSim).
+docvec keeps it beside a model's two GGUFs as a small GGUF of its own::
+
+    <model folder>/multivector-head.gguf
+        general.architecture        "docvec.mvhead"
+        docvec.mvhead.width         hidden size it takes (the language model's embedding_length)
+        docvec.mvhead.dim           vectors it gives (128)
+        docvec.mvhead.source        where it came from (a checkpoint, an adapter merged in)
+        multi_vector_projector.weight   float32 [dim, width]
+        multi_vector_projector.bias     float32 [dim]
+
+written by ``docvec models convert`` (from a Hugging Face checkpoint), ``docvec models tiny`` and ``docvec
+models pull jina-v4``, and checked when it is loaded like the GGUFs are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import ModelFileError, ModelMismatchError
+
+__all__ = ["ARCHITECTURE", "FILE_NAME", "KEYS", "MultiVectorHead", "pool_tokens", "read_head", "write_head"]
+
+#: the file's name in a model folder
+FILE_NAME = "multivector-head.gguf"
+#: its general.architecture, which tells it from a language model or an mmproj
+ARCHITECTURE = "docvec.mvhead"
+#: the tensor names, as in jina-embeddings-v4's checkpoint
+KEYS = ("multi_vector_projector.weight", "multi_vector_projector.bias")
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class MultiVectorHead:
+    """The head's weights, float32: ``weight`` [dim, width], ``bias`` [dim]."""
+
+    weight: Vectors
+    bias: Vectors
+    path: Path | None = None
+
+    @property
+    def width(self) -> int:
+        """The hidden size it takes."""
+        return int(self.weight.shape[1])
+
+    @property
+    def dim(self) -> int:
+        """The size of the vectors it gives."""
+        return int(self.weight.shape[0])
+
+    def __call__(self, states: npt.NDArray[np.floating]) -> Vectors:
+        """The unit-length token vectors of hidden ``states`` [tokens, width] (float64 inside, so that the
+        projection adds no rounding of its own to llama.cpp's float32 states)."""
+        out = np.asarray(states, np.float64) @ self.weight.T.astype(np.float64) + self.bias.astype(np.float64)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return np.asarray(out / np.maximum(norms, np.finfo(np.float32).tiny), np.float32)
+
+
+def pool_tokens(tokens: Vectors, factor: int) -> Vectors:
+    """``tokens`` [n, dim] with each run of ``factor`` consecutive vectors replaced by their mean,
+    re-normalised (the last run may be shorter): ``factor`` times fewer vectors to store and score.
+
+    Consecutive tokens of a page are neighbours along a row of the image's token grid (Qwen2.5-VL lists
+    them row by row), so this averages small horizontal strips of the page: the row-mean pooling Qdrant
+    and ColPali users apply, bounded to ``factor`` tokens so that a row keeps its detail.
+    """
+    if factor <= 1:
+        return tokens
+    n = tokens.shape[0]
+    groups = np.arange(n) // factor
+    sums = np.zeros((int(groups[-1]) + 1, tokens.shape[1]), np.float64)
+    np.add.at(sums, groups, tokens.astype(np.float64))
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    return np.asarray(sums / np.maximum(norms, np.finfo(np.float32).tiny), np.float32)
+
+
+def write_head(path: Path, weight: npt.ArrayLike, bias: npt.ArrayLike, *, source: str) -> Path:
+    """Write the head to ``path`` (checked as :func:`read_head` checks it); returns ``path``."""
+    import gguf
+
+    w = np.ascontiguousarray(np.asarray(weight, np.float32))
+    b = np.ascontiguousarray(np.asarray(bias, np.float32))
+    _check_shapes(path, w, b)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    writer = gguf.GGUFWriter(str(tmp), ARCHITECTURE)
+    writer.add_uint32(f"{ARCHITECTURE}.width", int(w.shape[1]))
+    writer.add_uint32(f"{ARCHITECTURE}.dim", int(w.shape[0]))
+    writer.add_string(f"{ARCHITECTURE}.source", source)
+    writer.add_tensor(KEYS[0], w)
+    writer.add_tensor(KEYS[1], b)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(path)
+    return path
+
+
+def read_head(path: Path, *, width: int | None = None) -> MultiVectorHead:
+    """Load and check the head at ``path``: a head GGUF with both tensors, of matching shapes, finite; and,
+    when ``width`` is given, taking that hidden size (the language model's). Any fault is a
+    :class:`~docvec.ModelFileError` naming the file."""
+    import gguf
+
+    if not path.is_file():
+        raise ModelFileError(path, "no such file")
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as e:  # gguf raises ValueError, struct errors, memmap errors ... on a bad file
+        raise ModelFileError(path, f"not a readable GGUF file ({e})") from None
+    arch = reader.fields.get("general.architecture")
+    name = bytes(arch.parts[arch.data[0]]).decode() if arch is not None else None
+    if name != ARCHITECTURE:
+        raise ModelFileError(path, f"not a multi-vector head (architecture {name!r}, not {ARCHITECTURE!r})")
+    tensors = {t.name: t for t in reader.tensors}
+    missing = [k for k in KEYS if k not in tensors]
+    if missing:
+        raise ModelFileError(path, f"lacks the tensor(s) {', '.join(missing)}")
+    arrays = []
+    for key in KEYS:
+        t = tensors[key]
+        if t.tensor_type not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+            raise ModelFileError(path, f"{key} is {t.tensor_type.name}: the head must be F32 or F16")
+        # GGUF lists dimensions innermost first
+        arrays.append(np.asarray(t.data, np.float32).reshape(tuple(int(n) for n in reversed(t.shape))))
+    weight, bias = arrays
+    _check_shapes(path, weight, bias)
+    if width is not None and weight.shape[1] != width:
+        raise ModelMismatchError(
+            f"{path} does not belong to this language model: it takes {weight.shape[1]}-wide hidden states, "
+            f"the language model gives {width}"
+        )
+    return MultiVectorHead(weight, bias, path)
+
+
+def _check_shapes(path: Path, weight: Vectors, bias: Vectors) -> None:
+    if weight.ndim != 2 or bias.ndim != 1 or bias.shape[0] != weight.shape[0]:
+        raise ModelFileError(
+            path,
+            f"bad shapes: weight {tuple(weight.shape)}, bias {tuple(bias.shape)} (need [dim, width], [dim])",
+        )
+    if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+        raise ModelFileError(path, "the head has NaN or infinite weights")

@@ -1,0 +1,351 @@
+"""The few llama.cpp and mtmd calls docvec needs, each native handle wrapped in an owner with ``close()``.
+
+Only this module imports ``llama_cpp``. Return codes and null handles become :class:`BackendError`; the
+rest of docvec sees numpy arrays. A context is not thread-safe: one thread at a time per owner.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import BackendError
+
+__all__ = ["LlamaContext", "LlamaModel", "MtmdContext", "PromptChunk", "backend", "quantize"]
+
+log = logging.getLogger("docvec.llama")
+
+_INSTALL_HINT = (
+    "llama-cpp-python is not installed in this environment. Run `make setup` (llama.cpp/build.sh), which "
+    "builds the pinned release once and caches the wheel."
+)
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+_log_callbacks: list[Any] = []  # keep the ctypes callbacks alive as long as the library
+
+
+def backend() -> tuple[Any, Any]:
+    """Import llama_cpp and its mtmd bindings once, start the backend and route native logs to logging."""
+    global _backend_ready
+    try:
+        import llama_cpp
+        from llama_cpp import mtmd_cpp
+    except ImportError as e:  # pragma: no cover - exercised only without the wheel
+        raise BackendError(_INSTALL_HINT) from e
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_backend_init()
+            cb = llama_cpp.llama_log_callback(_on_native_log)
+            _log_callbacks.append(cb)
+            llama_cpp.llama_log_set(cb, ctypes.c_void_p(0))
+            mtmd_cpp.mtmd_helper_log_set(cb, ctypes.c_void_p(0))
+            mtmd_cpp.mtmd_log_set(cb, ctypes.c_void_p(0))
+            _backend_ready = True
+    return llama_cpp, mtmd_cpp
+
+
+# ggml_log_level: 0 none, 1 debug, 2 info, 3 warn, 4 error, 5 cont
+# llama.cpp warns about things that do not concern embeddings (grounding needs 1024 image tokens, pooling
+# overridden): its warnings are INFO here, its errors stay errors.
+_LEVELS = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.INFO, 4: logging.ERROR, 5: logging.DEBUG}
+
+
+def _on_native_log(level: int, text: bytes, _user: object) -> None:
+    msg = text.decode("utf-8", "replace").rstrip()
+    if msg:
+        log.log(_LEVELS.get(level, logging.DEBUG), "%s", msg)
+
+
+class LlamaModel:
+    """A GGUF language model loaded by llama.cpp."""
+
+    def __init__(self, path: Path, *, gpu_layers: int = 0) -> None:
+        ll, _ = backend()
+        self._ll = ll
+        params = ll.llama_model_default_params()
+        params.n_gpu_layers = gpu_layers if gpu_layers >= 0 else 0x7FFFFFFF
+        # mmap, as llama-cpp-python's own Llama passes: pages are shared between processes and loading
+        # does not copy the model (AUTO leaves the choice to the build and the file system).
+        params.load_mode = ll.LLAMA_LOAD_MODE_MMAP
+        handle = ll.llama_model_load_from_file(str(path).encode(), params)
+        if not handle:
+            raise BackendError(f"{path}: llama.cpp could not load this language model (see the log for why)")
+        self.handle: Any = handle
+        self.path = path
+        self.vocab = ll.llama_model_get_vocab(handle)
+        self.n_embd = int(ll.llama_model_n_embd(handle))
+        self.n_embd_inp = int(ll.llama_model_n_embd_inp(handle))
+        self.n_ctx_train = int(ll.llama_model_n_ctx_train(handle))
+
+    def meta(self, key: str) -> str | None:
+        """A metadata value of the GGUF as a string, or None when absent."""
+        buf = ctypes.create_string_buffer(1024)
+        n = self._ll.llama_model_meta_val_str(self.handle, key.encode(), buf, len(buf))
+        return None if n < 0 else buf.value.decode("utf-8", "replace")
+
+    def tokenize(self, text: str, *, parse_special: bool = False) -> npt.NDArray[np.int32]:
+        """Token ids of ``text``; no BOS/EOS is added (jina-v4's reference adds none)."""
+        data = text.encode("utf-8")
+        cap = len(data) + 8
+        for _ in range(2):
+            out = (self._ll.llama_token * cap)()
+            n = self._ll.llama_tokenize(self.vocab, data, len(data), out, cap, False, parse_special)
+            if n >= 0:
+                return np.ctypeslib.as_array(out)[:n].astype(np.int32)
+            cap = -n
+        raise BackendError("llama_tokenize failed")
+
+    def close(self) -> None:
+        if self.handle:
+            self._ll.llama_model_free(self.handle)
+            self.handle = None
+
+
+class LlamaContext:
+    """An embeddings context with no pooling: every decoded token yields its last hidden state."""
+
+    def __init__(self, model: LlamaModel, *, n_ctx: int, n_batch: int, threads: int) -> None:
+        ll = model._ll
+        self._ll = ll
+        self.model = model
+        params = ll.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = n_batch
+        params.n_seq_max = 1
+        params.n_threads = threads
+        params.n_threads_batch = threads
+        params.embeddings = True
+        params.pooling_type = ll.LLAMA_POOLING_TYPE_NONE
+        handle = ll.llama_init_from_model(model.handle, params)
+        if not handle:
+            raise BackendError(f"{model.path}: llama.cpp could not create a context (n_ctx={n_ctx})")
+        self.handle: Any = handle
+        self.n_ctx = int(ll.llama_n_ctx(handle))
+        self.n_batch = n_batch
+        self.n_embd = model.n_embd
+        self._seq0 = ctypes.c_int32(0)
+
+    def clear(self) -> None:
+        """Forget every decoded token (the KV cache), ready for the next sequence."""
+        self._ll.llama_memory_clear(self._ll.llama_get_memory(self.handle), True)
+
+    def decode_tokens(self, tokens: npt.NDArray[np.int32], pos0: int) -> npt.NDArray[np.float32]:
+        """Decode ``tokens`` at positions pos0, pos0+1, ...; returns their hidden states (n, n_embd)."""
+        out = []
+        for s in range(0, len(tokens), self.n_batch):
+            part = np.ascontiguousarray(tokens[s : s + self.n_batch], dtype=np.int32)
+            pos = np.arange(pos0 + s, pos0 + s + len(part), dtype=np.int32)
+            out.append(self._decode(len(part), pos, tokens=part))
+        return np.concatenate(out) if out else np.zeros((0, self.n_embd), np.float32)
+
+    def decode_embeddings(
+        self, embd: npt.NDArray[np.float32], pos: npt.NDArray[np.int32]
+    ) -> npt.NDArray[np.float32]:
+        """Decode input embeddings (n, n_embd_inp) with positions (n_pos_per_token, n); in sub-batches.
+
+        Sub-batches give the same states as one batch (KV cache plus causal mask) and bound the memory the
+        context needs for outputs (hidden states only with our patch 0002; a full vocabulary of logits per
+        output token for architectures it does not cover).
+        """
+        n = embd.shape[0]
+        out = []
+        for s in range(0, n, self.n_batch):
+            e = np.ascontiguousarray(embd[s : s + self.n_batch], dtype=np.float32)
+            p = np.ascontiguousarray(pos[:, s : s + self.n_batch], dtype=np.int32).reshape(-1)
+            out.append(self._decode(e.shape[0], p, embd=e))
+        return np.concatenate(out) if out else np.zeros((0, self.n_embd), np.float32)
+
+    @contextmanager
+    def causal(self, causal: bool) -> Iterator[None]:
+        """Temporarily switch causal attention (for models whose media tokens attend both ways)."""
+        if causal:
+            yield
+            return
+        self._ll.llama_set_causal_attn(self.handle, False)
+        try:
+            yield
+        finally:
+            self._ll.llama_set_causal_attn(self.handle, True)
+
+    def _decode(
+        self,
+        n: int,
+        pos: npt.NDArray[np.int32],
+        *,
+        tokens: npt.NDArray[np.int32] | None = None,
+        embd: npt.NDArray[np.float32] | None = None,
+    ) -> npt.NDArray[np.float32]:
+        ll = self._ll
+        # Built by hand rather than with llama_batch_init, which allocates one position per token where an
+        # M-RoPE embedding batch needs four.
+        n_seq = np.ones(n, dtype=np.int32)
+        seq_ptr = (ctypes.POINTER(ctypes.c_int32) * n)(*([ctypes.pointer(self._seq0)] * n))
+        logits = np.ones(n, dtype=np.int8)
+        batch = ll.llama_batch()
+        batch.n_tokens = n
+        batch.token = tokens.ctypes.data_as(ctypes.POINTER(ll.llama_token)) if tokens is not None else None
+        batch.embd = embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) if embd is not None else None
+        batch.pos = pos.ctypes.data_as(ctypes.POINTER(ll.llama_pos))
+        batch.n_seq_id = n_seq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+        batch.seq_id = seq_ptr
+        batch.logits = logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
+        rc = ll.llama_decode(self.handle, batch)
+        if rc != 0:
+            raise BackendError(f"llama_decode failed with code {rc} ({n} tokens)")
+        ptr = ll.llama_get_embeddings(self.handle)
+        if not ptr:
+            raise BackendError("llama_get_embeddings returned no data")
+        return np.ctypeslib.as_array(ptr, shape=(n, self.n_embd)).copy()
+
+    def close(self) -> None:
+        if self.handle:
+            self._ll.llama_free(self.handle)
+            self.handle = None
+
+
+@dataclass
+class PromptChunk:
+    """One piece of a tokenized multimodal prompt: text tokens, or one encoded image."""
+
+    tokens: npt.NDArray[np.int32] | None = None  # text chunk
+    image_embd: npt.NDArray[np.float32] | None = None  # image chunk: (n_tokens, n_embd_inp)
+    image_pos: npt.NDArray[np.int32] | None = None  # image chunk: (n_pos_per_token, n_tokens), absolute
+    n_pos: int = 0  # positions the chunk advances
+    causal: bool = True
+
+    @property
+    def n_tokens(self) -> int:
+        if self.tokens is not None:
+            return len(self.tokens)
+        assert self.image_embd is not None
+        return int(self.image_embd.shape[0])
+
+
+class MtmdContext:
+    """A vision encoder (mmproj GGUF) bound to its language model through mtmd."""
+
+    def __init__(
+        self,
+        mmproj: Path,
+        model: LlamaModel,
+        *,
+        threads: int,
+        use_gpu: bool,
+        min_tokens: int,
+        max_tokens: int,
+    ) -> None:
+        _, mt = backend()
+        self._mt = mt
+        params = mt.mtmd_context_params_default()
+        params.use_gpu = use_gpu
+        params.n_threads = threads
+        params.print_timings = False
+        params.warmup = False
+        params.image_min_tokens = min_tokens
+        params.image_max_tokens = max_tokens
+        handle = mt.mtmd_init_from_file(str(mmproj).encode(), model.handle, params)
+        if not handle:
+            raise BackendError(f"{mmproj}: mtmd could not load this vision encoder (see the log for why)")
+        self.handle: Any = handle
+        if not mt.mtmd_support_vision(handle):
+            self.close()
+            raise BackendError(f"{mmproj}: this mmproj has no vision encoder")
+        self.model = model
+        self.marker = mt.mtmd_default_marker().decode()
+        self.mrope = bool(mt.mtmd_decode_use_mrope(handle))
+
+    def tokenize(self, prompt: str, rgb: npt.NDArray[np.uint8]) -> list[PromptChunk]:
+        """Split ``prompt`` at the media marker, encode the image ``rgb`` (h, w, 3) and return the chunks.
+
+        The image must already have the size the model wants: mtmd's own resize pads rather than stretches
+        and rounds halves differently from the reference, so docvec resizes in Python first.
+        """
+        mt = self._mt
+        h, w = int(rgb.shape[0]), int(rgb.shape[1])
+        data = np.ascontiguousarray(rgb, dtype=np.uint8)
+        bitmap = mt.mtmd_bitmap_init(w, h, data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
+        if not bitmap:
+            raise BackendError(f"mtmd_bitmap_init failed for a {w}x{h} image")
+        chunks = mt.mtmd_input_chunks_init()
+        try:
+            text = mt.mtmd_input_text()
+            raw = prompt.encode("utf-8")
+            text.text = raw
+            text.text_len = len(raw)
+            text.add_special = False
+            text.parse_special = True
+            bitmaps = (mt.mtmd_bitmap_p_ctypes * 1)(bitmap)
+            rc = mt.mtmd_tokenize(self.handle, chunks, ctypes.byref(text), bitmaps, 1)
+            if rc != 0:
+                raise BackendError(f"mtmd_tokenize failed with code {rc} for a {w}x{h} image")
+            out: list[PromptChunk] = []
+            pos0 = 0
+            for i in range(mt.mtmd_input_chunks_size(chunks)):
+                out.append(self._chunk(mt.mtmd_input_chunks_get(chunks, i), pos0))
+                pos0 += out[-1].n_pos
+            return out
+        finally:
+            mt.mtmd_input_chunks_free(chunks)
+            mt.mtmd_bitmap_free(bitmap)
+
+    def _chunk(self, chunk: Any, pos0: int) -> PromptChunk:
+        mt = self._mt
+        kind = mt.mtmd_input_chunk_get_type(chunk)
+        if kind == mt.MTMD_INPUT_CHUNK_TYPE_TEXT:
+            n = ctypes.c_size_t(0)
+            ptr = mt.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+            toks = (
+                np.ctypeslib.as_array(ptr, shape=(n.value,)).astype(np.int32)
+                if n.value
+                else np.zeros(0, np.int32)
+            )
+            return PromptChunk(tokens=toks, n_pos=int(n.value))
+        if kind != mt.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+            raise BackendError(f"unexpected mtmd chunk type {kind}")
+        n_tokens = int(mt.mtmd_input_chunk_get_n_tokens(chunk))
+        rc = mt.mtmd_encode_chunk(self.handle, chunk)
+        if rc != 0:
+            raise BackendError(f"mtmd_encode_chunk failed with code {rc}")
+        ptr = mt.mtmd_get_output_embd(self.handle)
+        embd = np.ctypeslib.as_array(ptr, shape=(n_tokens, self.model.n_embd_inp)).copy()
+        if self.mrope:
+            img = mt.mtmd_input_chunk_get_tokens_image(chunk)
+            pos = np.empty((4, n_tokens), dtype=np.int32)
+            for i in range(n_tokens):
+                p = mt.mtmd_image_tokens_get_decoder_pos(img, pos0, i)
+                pos[:, i] = (p.t, p.y, p.x, p.z)
+        else:
+            pos = np.arange(pos0, pos0 + n_tokens, dtype=np.int32)[None, :]
+        return PromptChunk(
+            image_embd=embd,
+            image_pos=pos,
+            n_pos=int(mt.mtmd_input_chunk_get_n_pos(chunk)),
+            causal=not bool(mt.mtmd_decode_use_non_causal(self.handle, chunk)),
+        )
+
+    def close(self) -> None:
+        if self.handle:
+            self._mt.mtmd_free(self.handle)
+            self.handle = None
+
+
+def quantize(src: Path, dst: Path, ftype: int, *, threads: int) -> None:
+    """Quantize a GGUF language model with llama.cpp's own quantizer (``llama_model_quantize``)."""
+    ll, _ = backend()
+    params = ll.llama_model_quantize_default_params()
+    params.nthread = threads
+    params.ftype = ftype
+    rc = ll.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
+    if rc != 0:
+        raise BackendError(f"llama_model_quantize failed with code {rc} for {src}")

@@ -1,0 +1,358 @@
+"""The model registry: the models docvec knows by name, where their files come from, and where they are
+once on this machine. Data and disk lookups only: no download, no conversion (``docvec models pull``,
+in :mod:`docvec._tools._pull`, fetches them; ``docvec models tiny`` builds the test model).
+
+A model in the registry is a pair of GGUF files, the language model at a chosen quantization and the
+vision encoder (mmproj), published in a Hugging Face repository, and, for a model whose entry names a head
+source, its multi-vector head, which docvec builds into its own cache folder
+(``<cache>/models/<name>/<commit>/multivector-head.gguf``, ``refs/<revision>`` naming the commit, as the
+Hugging Face cache does). :func:`find_registered` answers from the caches alone and never touches the
+network. ``tiny``, the offline test model, is found where ``docvec models pull tiny`` and ``docvec demo``
+build it.
+
+Repository ids and file names are data (:data:`REGISTRY`); where they come from is noted next to them. A
+registry name or quantization that does not exist is a :class:`~docvec.ModelNotFoundError` listing the
+valid choices.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from .._config import default_cache_dir
+from .._errors import ModelNotFoundError
+from ._files import ModelFiles
+from ._head import FILE_NAME as HEAD_FILE_NAME
+
+__all__ = [
+    "REGISTRY",
+    "REGISTRY_NAME",
+    "TINY_NAME",
+    "RegistryModel",
+    "cached_head",
+    "find_cached",
+    "find_registered",
+    "find_tiny_model",
+    "get_model",
+    "head_root",
+    "licence_notice",
+    "lm_file",
+    "ref_file",
+    "registry_names",
+    "tiny_model_dir",
+    "tiny_stamp",
+]
+
+logger = logging.getLogger("docvec")
+
+
+@dataclass(frozen=True)
+class RegistryModel:
+    """A published model docvec knows how to download: where its two GGUF files live and its licence."""
+
+    #: Short name used on the command line (``docvec models pull <name>``).
+    name: str
+    description: str
+    #: Hugging Face repository holding the language-model GGUFs.
+    lm_repo: str
+    #: Quantization (as written in the file names, e.g. ``"Q4_K_M"``) → file name in ``lm_repo``.
+    lm_files: Mapping[str, str] = field(hash=False)
+    default_quant: str
+    #: Hugging Face repository holding the vision encoder.
+    mmproj_repo: str
+    #: File name of the vision encoder in ``mmproj_repo``.
+    mmproj_file: str
+    #: SPDX identifier of the licence.
+    licence_id: str
+    licence_url: str
+    #: Short text shown to the user before and after a download.
+    licence_text: str
+    homepage: str
+    #: Git revision (branch, tag or commit hash) both files are taken from.
+    revision: str = "main"
+    #: Hugging Face repository of the full checkpoint the multi-vector head is read from; ``None``: the
+    #: model has no head docvec can get.
+    head_repo: str | None = None
+    #: The checkpoint's shard index (``weight_map``: tensor name -> shard file) in ``head_repo``.
+    head_index: str = "model.safetensors.index.json"
+    #: Folder in ``head_repo`` holding the task adapter (``adapter_config.json`` and
+    #: ``adapter_model.safetensors``) whose LoRA for the head is merged in; ``None``: the base head as is.
+    head_adapter: str | None = None
+    #: The adapter task whose LoRA is merged, as it appears in a multi-task adapter's tensor names.
+    head_task: str = "retrieval"
+    #: Git revision of ``head_repo``; the head is cached under the commit it resolves to.
+    head_revision: str = "main"
+
+    @property
+    def quants(self) -> tuple[str, ...]:
+        """The quantizations published for the language model, in registry order."""
+        return tuple(self.lm_files)
+
+
+# --- jina-embeddings-v4 -----------------------------------------------------------------------------
+#
+# Sources (fix this table, not the code, if the Hub changes):
+# * jinaai/jina-embeddings-v4-text-retrieval-GGUF is one of the three text-only repos named in the
+#   jina-ai/jina-embeddings-v4-gguf README (synced to the Hub model card by that repo's cd.yml). The card
+#   says "All models above provide F16, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q3_K_M and dynamic quantizations such
+#   as IQ1_S, IQ2_XXS" and its licence metadata is cc-by-nc-4.0.
+# * File names: the repo's quantize.sh names every output "<base>-<QUANT>.gguf" with base
+#   "jina-embeddings-v4-text-retrieval" (from jina-embeddings-v4-text-retrieval-F16.gguf, the name its
+#   imatrix command and the jina-ai/llama.cpp fork README use) and uploads it to the repo root.
+#   Q4_K_M, Q5_K_M, Q8_0 and F16 names are also seen verbatim in third-party download scripts.
+# * The quantizations past the six the card lists by name come from the card's benchmark table and
+#   quantize.sh; IQ1_S, IQ2_XXS and IQ3_M are seen verbatim in third-party code, the others are inferred
+#   from the naming pattern (not confirmed by a file listing).
+# * mmproj: the jina-ai/llama.cpp fork README (jina_embeddings/) downloads
+#   "mmproj-jina-embeddings-v4-retrieval-BF16.gguf" from jinaai/jina-embeddings-v4-text-retrieval-GGUF
+#   (repo root, `huggingface-cli download ... --include <file>`) and recommends BF16 because the F16 mmproj
+#   can give NaN embeddings.
+# * Licence: the GGUF model cards' metadata says cc-by-nc-4.0 (so do docvec's notes for the
+#   jinaai/jina-embeddings-v4 card); jina.ai's own model page lists the Qwen Research License (the backbone
+#   is Qwen2.5-VL-3B-Instruct). Both rule out commercial use without an agreement; the notice names both.
+#
+# The multi-vector head (head_repo, head_adapter, head_task). What was verified, and where:
+# * jina-embeddings-v4's modeling_jina_embeddings_v4.py and custom_lora_module.py (the repository's remote
+#   code; read in copies vendored by public training repos): the head is an nn.Linear(hidden_size,
+#   multi_vector_projector_dim) set on the model itself as `multi_vector_projector`, so its checkpoint keys
+#   are multi_vector_projector.{weight,bias}. from_pretrained loads ONE PEFT adapter folder, `adapters/`
+#   (snapshot_download(allow_patterns=["adapters/*"]), then LoraConfig/PeftModel.from_pretrained on it),
+#   not one per task: MultiAdapterLinear keeps a lora_A/lora_B pair per task name in ModuleDicts and scales
+#   by lora_alpha / r (lora_alpha / sqrt(r) with use_rslora); the bias is not adapted.
+# * Pushkinist/rMLX, crates/rmlx-models/src/jina_v4/{model,lora}.rs, a port written against the real
+#   safetensors headers: shards model-00001-of-00002 and model-00002-of-00002.safetensors, with
+#   multi_vector_projector.weight and .bias (BF16) in the second; adapters/adapter_model.safetensors is
+#   343.2 MB (1518 BF16 tensors, all three tasks) and names the head's LoRA
+#   base_model.model.multi_vector_projector.lora_{A,B}.<task>.weight, task in retrieval, text-matching,
+#   code; adapters/adapter_config.json has r = 32, lora_alpha = 32.
+# * Mazyod/jina-embeddings-v4-vllm-plugin, src/jinav4_vllm/projector/{extract,merge}.py: extracts the
+#   same head from this repository (the key ending in multi_vector_projector.weight, adapter keys holding
+#   multi_vector_projector and lora_A / lora_B), merges W + alpha/r * B @ A with the bias unchanged, and
+#   checks the result against the model's own projector.
+# Assumed, not seen in a listing of the Hub repository itself: the index is named
+# model.safetensors.index.json (transformers' name for sharded safetensors), and "main" still has this
+# layout. So nothing below hard-codes shard names, offsets or sizes: the index says which shard holds the
+# head, the headers say where its bytes are, and each step that finds something else says so. A
+# single-task adapter (keys without a task segment, as in an adapters/<task>/ layout) is accepted too.
+_JINA_V4_LM_BASE = "jina-embeddings-v4-text-retrieval"
+_JINA_V4_QUANTS = (
+    # Listed by name on the model card.
+    "F16",
+    "Q8_0",
+    "Q6_K",
+    "Q5_K_M",
+    "Q4_K_M",
+    "Q3_K_M",
+    # From the card's quantization table and quantize.sh (pattern-derived names).
+    "Q5_K_S",
+    "IQ4_NL",
+    "IQ4_XS",
+    "IQ3_M",
+    "IQ3_S",
+    "IQ3_XS",
+    "IQ3_XXS",
+    "Q2_K",
+    "IQ2_M",
+    "IQ2_XXS",
+    "IQ1_M",
+    "IQ1_S",
+)
+
+_JINA_V4_LICENCE = (
+    "jina-embeddings-v4 is licensed for NON-COMMERCIAL use only: CC BY-NC 4.0 "
+    "(https://creativecommons.org/licenses/by-nc/4.0/), as declared by Jina AI on Hugging Face; Jina AI's "
+    "model page also lists the Qwen Research License of its Qwen2.5-VL backbone. Commercial use needs an "
+    "agreement with Jina AI (https://jina.ai/contact-sales). docvec's own Apache-2.0 licence does not "
+    "extend to the model weights."
+)
+
+REGISTRY: dict[str, RegistryModel] = {
+    "jina-v4": RegistryModel(
+        name="jina-v4",
+        description=(
+            "jina-embeddings-v4 (Qwen2.5-VL-3B backbone), retrieval adapter merged: text-retrieval language "
+            "model GGUF plus the BF16 vision encoder (mmproj)"
+        ),
+        lm_repo="jinaai/jina-embeddings-v4-text-retrieval-GGUF",
+        lm_files=MappingProxyType({q: f"{_JINA_V4_LM_BASE}-{q}.gguf" for q in _JINA_V4_QUANTS}),
+        default_quant="Q8_0",
+        mmproj_repo="jinaai/jina-embeddings-v4-text-retrieval-GGUF",
+        mmproj_file="mmproj-jina-embeddings-v4-retrieval-BF16.gguf",
+        licence_id="CC-BY-NC-4.0",
+        licence_url="https://creativecommons.org/licenses/by-nc/4.0/",
+        licence_text=_JINA_V4_LICENCE,
+        homepage="https://huggingface.co/jinaai/jina-embeddings-v4",
+        head_repo="jinaai/jina-embeddings-v4",
+        head_adapter="adapters",
+        head_task="retrieval",
+    ),
+}
+
+
+def registry_names() -> list[str]:
+    """The names :func:`pull` accepts, sorted."""
+    return sorted(REGISTRY)
+
+
+def get_model(name: str) -> RegistryModel:
+    """The registry entry called ``name`` (case-insensitive).
+
+    Raises:
+        ModelNotFoundError: no such entry; the message lists the known names.
+    """
+    key = name.strip().lower()
+    try:
+        return REGISTRY[key]
+    except KeyError:
+        raise ModelNotFoundError(
+            f"unknown model {name!r}: docvec can pull {', '.join(registry_names())}"
+        ) from None
+
+
+def licence_notice(name: str) -> str:
+    """The licence notice of registry model ``name``, to show before and after downloading it.
+
+    Raises:
+        ModelNotFoundError: ``name`` is not in the registry.
+    """
+    model = get_model(name)
+    return (
+        f"{model.licence_text}\n"
+        f"Licence: {model.licence_id} ({model.licence_url}); model card: {model.homepage}"
+    )
+
+
+def find_cached(
+    name: str,
+    *,
+    quant: str | None = None,
+    cache_dir: Path | None = None,
+    docvec_cache_dir: Path | None = None,
+) -> ModelFiles | None:
+    """The local paths of registry model ``name`` if both its GGUF files are already in the HF cache.
+
+    Never touches the network. Returns ``None`` when either GGUF is missing from the cache; ``head`` is the
+    multi-vector head in ``docvec_cache_dir`` (default ``~/.cache/docvec``) for the commit the last pull
+    found, or ``None`` when none was pulled (as with a pull from before docvec got heads, or ``--no-head``).
+
+    Raises:
+        ModelNotFoundError: unknown ``name`` or ``quant``.
+    """
+    model = get_model(name)
+    lm_name = lm_file(model, quant)
+    lm_path = _cached(model.lm_repo, lm_name, model.revision, cache_dir)
+    mmproj_path = _cached(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir)
+    if lm_path is None or mmproj_path is None:
+        return None
+    head_path = None
+    if model.head_repo is not None:
+        head_path = cached_head(
+            head_root(model, docvec_cache_dir or default_cache_dir()), model.head_revision
+        )
+    return ModelFiles(language_model=lm_path, mmproj=mmproj_path, head=head_path)
+
+
+def find_registered(name: str, *, cache_dir: Path | None = None) -> ModelFiles | None:
+    """The local files of a model setting that names a model instead of a path: a downloaded registry
+    model at its default quantization (with its multi-vector head from docvec's cache folder ``cache_dir``
+    when it was pulled), or ``tiny``, the offline test model built in ``cache_dir`` (by ``docvec demo`` or
+    ``docvec models pull tiny``); ``None`` otherwise.
+
+    The hook :func:`docvec._model._files.resolve_model` calls for a model setting that is not a path.
+    """
+    if name.lower() == REGISTRY_NAME:
+        return find_tiny_model(tiny_model_dir(cache_dir or default_cache_dir()))
+    if name.lower() not in {n.lower() for n in REGISTRY}:
+        return None
+    return find_cached(name, docvec_cache_dir=cache_dir)
+
+
+def lm_file(model: RegistryModel, quant: str | None) -> str:
+    """The language-model file name of ``model`` at ``quant`` (its default when ``None``)."""
+    if quant is None:
+        return model.lm_files[model.default_quant]
+    wanted = quant.strip().upper()
+    try:
+        return model.lm_files[wanted]
+    except KeyError:
+        raise ModelNotFoundError(
+            f"{model.name} has no quantization {quant!r}: choose one of {', '.join(model.quants)}"
+            f" (default {model.default_quant})"
+        ) from None
+
+
+def _cached(repo_id: str, filename: str, revision: str, cache_dir: Path | None) -> Path | None:
+    """Path of ``filename`` in the HF cache, or ``None``; reads the disk only."""
+    from huggingface_hub import try_to_load_from_cache  # only when a registry name is looked up
+
+    try:
+        found = try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir, revision=revision)
+    except (OSError, ValueError) as exc:  # unreadable cache folder, invalid name
+        logger.debug("cache lookup of %s in %s failed: %s", filename, repo_id, exc)
+        return None
+    if not isinstance(found, str):  # None, or the "known not to exist" marker
+        return None
+    path = Path(found)
+    return path if path.is_file() else None
+
+
+def head_root(model: RegistryModel, docvec_cache_dir: Path) -> Path:
+    """The folder of ``model``'s heads in docvec's cache: ``<commit>/multivector-head.gguf`` and
+    ``refs/<revision>`` (the commit the revision resolved to at the last pull)."""
+    return docvec_cache_dir / "models" / model.name
+
+
+def ref_file(root: Path, revision: str) -> Path:
+    # a revision may contain "/" (a branch like "refs/pr/1"): one file name, as the HF cache quotes it
+    return root / "refs" / revision.replace("/", "--")
+
+
+def cached_head(root: Path, revision: str) -> Path | None:
+    """The head the last pull of ``revision`` wrote, or ``None``; reads the disk only."""
+    try:
+        commit = ref_file(root, revision).read_text().strip()
+    except OSError:
+        return None
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return None
+    path = root / commit / HEAD_FILE_NAME
+    return path if path.is_file() else None
+
+
+# --- the offline test model ---------------------------------------------------------------------------
+
+#: the base name of the tiny model's files
+TINY_NAME = "tiny-qwen25vl"
+#: its name as a model setting (``DOCVEC_MODEL=tiny``): the build in the cache folder
+REGISTRY_NAME = "tiny"
+TINY_STAMP = "docvec-tiny.json"
+
+
+def tiny_model_dir(cache_dir: Path) -> Path:
+    """Where ``docvec demo`` and ``docvec models pull tiny`` build the tiny model."""
+    return cache_dir / "models" / "tiny"
+
+
+def find_tiny_model(out_dir: Path, *, seed: int = 0, outtype: str = "f16") -> ModelFiles | None:
+    """The tiny model built in ``out_dir`` with this seed and type, or ``None`` when there is none."""
+    lm = out_dir / f"{TINY_NAME}-{outtype.upper()}.gguf"
+    mm = out_dir / f"mmproj-{TINY_NAME}-{outtype.upper()}.gguf"
+    head = out_dir / HEAD_FILE_NAME
+    try:
+        stamp = json.loads((out_dir / TINY_STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    if stamp == tiny_stamp(seed, outtype) and lm.is_file() and mm.is_file() and head.is_file():
+        return ModelFiles(lm, mm, head)
+    return None
+
+
+def tiny_stamp(seed: int, outtype: str) -> dict[str, object]:
+    # version 2: the checkpoint has the multi-vector head, and the folder its head file; 3: bfloat16 weights
+    return {"seed": seed, "outtype": outtype, "version": 3}

@@ -1,0 +1,147 @@
+"""The documents stage: what is indexed (a paged list, one document's pages, their stored images) and
+removing documents, with the uploaded copies that go with them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from .._errors import InputError, NotFoundError, RenderError
+from .._records import DocumentList, DocumentSummary, display_name
+from .._store import Filter, Store
+from .._store._pages import PageStore
+from ._sources import sha256_of
+
+__all__ = [
+    "delete",
+    "document_file",
+    "list_documents",
+    "page_file",
+    "pages_of",
+    "source_in_use",
+    "target_filter",
+]
+
+log = logging.getLogger("docvec")
+
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def list_documents(store: Store, collection: str, *, offset: int = 0, limit: int = 100) -> DocumentList:
+    """Indexed documents, one entry each, ordered by source path (then id), ``limit`` from ``offset``."""
+    # From the payload indexes: reading every point took 0.9-1.3 s at 100k pages, a page of 100
+    # documents this way 0.15 s.
+    doc_ids, sources = store.facet(collection, "doc_id"), sorted(store.facet(collection, "source"))
+    page: list[dict[str, Any]] = []
+    if len(doc_ids) == len(sources):
+        # one source per document, as ingestion keeps it: a page of sources is a page of documents
+        for source in sources[offset : offset + limit]:
+            # any one page holds its document's summary; a source deleted meanwhile is skipped
+            for _, payload in store.scroll(collection, Filter(sources=(source,)), batch=1):
+                page.append(payload)
+                break
+    else:
+        # a file being replaced (its new version written, the old one not yet removed): read it all
+        docs: dict[str, dict[str, Any]] = {}
+        for _, payload in store.scroll(collection):
+            docs.setdefault(str(payload.get("doc_id")), payload)
+        ordered = sorted(docs.values(), key=lambda p: (str(p.get("source")), str(p.get("doc_id"))))
+        page = ordered[offset : offset + limit]
+    return DocumentList(
+        total=len(doc_ids),
+        offset=offset,
+        limit=limit,
+        documents=[DocumentSummary.from_payload(p) for p in page],
+    )
+
+
+def pages_of(store: Store, collection: str, doc_id: str) -> list[dict[str, Any]]:
+    """The payloads of a document's indexed pages in page order; :class:`NotFoundError` for none."""
+    pages = [p for _, p in store.scroll(collection, Filter(doc_ids=(doc_id,)))]
+    if not pages:
+        raise NotFoundError(f"no document {doc_id}")
+    return sorted(pages, key=lambda p: int(p.get("page", 0)))
+
+
+def page_file(store: Store, collection: str, pages: PageStore, doc_id: str, page: int, field: str) -> Path:
+    """The stored ``image`` or ``thumbnail`` file of a page, found through its payload (never through a
+    path a caller gives); :class:`NotFoundError` when there is none."""
+    payload = next((p for p in pages_of(store, collection, doc_id) if p.get("page") == page), None)
+    if payload is None:
+        raise NotFoundError(f"document {doc_id} has no indexed page {page}")
+    try:
+        return pages.path(str(payload.get(field, "")))
+    except NotFoundError:
+        raise NotFoundError(
+            f"page {page} of {doc_id}: the {field} file is missing from the page store"
+        ) from None
+
+
+def document_file(store: Store, collection: str, doc_id: str) -> tuple[Path, str, str]:
+    """A document's file as it was indexed (an upload's kept copy included), its display name and kind;
+    :class:`NotFoundError` (naming no server path) when the file is gone or has changed since."""
+    payload = pages_of(store, collection, doc_id)[0]
+    path = Path(str(payload.get("source")))
+    try:
+        unchanged = path.is_file() and sha256_of(path) == payload.get("content_sha256")
+    except RenderError:  # unreadable now
+        unchanged = False
+    if not unchanged:
+        raise NotFoundError(f"the file of document {doc_id} is no longer as it was indexed")
+    return path, display_name(payload), str(payload.get("kind"))
+
+
+def target_filter(store: Store, collection: str, target: str) -> Filter:
+    """Which points ``target`` names, for people typing at a prompt: an existing file, or anything with a
+    path separator, is every document read from that path; otherwise a document id, or the start of one
+    that only one document's id has (:class:`InputError` when several do)."""
+    p = Path(target).expanduser()
+    if p.exists() or os.sep in target:
+        return Filter(sources=(str(p.resolve()),))
+    if len(target) < 32 and _HEX.fullmatch(target):
+        matches = sorted(d for d in store.facet(collection, "doc_id") if d.startswith(target))
+        if len(matches) > 1:
+            shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+            raise InputError(
+                f"{len(matches)} documents have ids starting with {target!r} ({shown}): give more"
+            )
+        if matches:
+            return Filter(doc_ids=(matches[0],))
+    return Filter(doc_ids=(target,))
+
+
+def delete(
+    store: Store, collection: str, version: str, flt: Filter, *, uploads: Path
+) -> tuple[int, set[str]]:
+    """Remove the points of ``version`` (of ``collection``) matching ``flt``, durably; returns how many
+    there were, and the page store files (images and thumbnails) they showed.
+
+    A document that came as an upload has its file under ``uploads``: that copy goes too once no point of
+    any version of the collection refers to it (another upload of the same bytes is the same file). A
+    user's own files are never touched.
+    """
+    n = store.count(version, flt)
+    if not n:
+        return 0, set()
+    sources: set[str] = set()
+    images: set[str] = set()
+    for _, p in store.scroll(version, flt, batch=1024):
+        sources.add(str(p.get("source")))
+        images.update(str(p[f]) for f in ("image", "thumbnail") if p.get(f))
+    store.delete_where(version, flt)
+    store.flush()
+    uploads = uploads.resolve()  # sources are stored resolved
+    for source in sources:
+        path = Path(source)
+        if path.parent == uploads and not source_in_use(store, collection, source):
+            log.info("removing the uploaded copy %s", path)
+            path.unlink(missing_ok=True)
+    return n, images
+
+
+def source_in_use(store: Store, collection: str, source: str) -> bool:
+    """Whether a point of any version of ``collection`` was read from ``source``."""
+    return any(store.count(v, Filter(sources=(source,))) for v in store.versions(collection))

@@ -1,0 +1,353 @@
+"""The reindex stage: a new version of a collection, built from what the index holds, switched in whole.
+
+How a page reaches the new version, in order of preference:
+
+1. its stored page image, embedded again, when the new settings render pages at the same pixel budget;
+2. its source file, rendered again (the budget changed, or the image is missing), when the file is still
+   there with the same content;
+3. its old vector, carried over (truncated to the new size and re-normalised: exactly what the same model
+   gives at that size, Matryoshka), when the source is gone and the model is the same;
+4. otherwise it is lost, and the report says so, document by document.
+
+The rules that make it safe to run while the collection is in use, and to interrupt:
+
+- the new version is not live until it is complete: every search reads the old one meanwhile;
+- its pages are written by the ingest stage into the new version (batches, documents marked complete at
+  their end), so a killed reindex run again with the same settings finds the version it was building and
+  goes on from there; the old version is never written to;
+- the last pass runs under the index's write lock: documents added, changed or deleted in the old version
+  while the reindex ran are brought over, then the collection is switched, atomically;
+- with a Qdrant server, other processes may still write to the old version until they see the switch:
+  after ``settle`` seconds a pass brings over what they added.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+from pydantic_core import to_jsonable_python
+
+from .._errors import CollectionNotFoundError, NotFoundError, RenderError, StoreError
+from .._model._embedder import normalize
+from .._records import EmbeddingInfo, IngestFailure, IngestReport, ReindexReport
+from .._render._renderer import RenderedPage
+from .._store import LAYOUT, Filter, Point, point_id
+from ._ingest import Ingestor, IngestProgress, ProgressFn, require_head
+from ._parts import Parts
+from ._provenance import embedding_info, provably_same, recorded_info, same_model, truncated_info
+from ._sources import SourceDocument, sha256_of
+from ._versions import new_record, store_format, version_record
+
+__all__ = ["Reindexer"]
+
+log = logging.getLogger("docvec")
+
+
+@dataclasses.dataclass
+class _Doc:
+    """A document of the old version: its id, one page's payload (the document's summary) and count."""
+
+    doc_id: str
+    first: dict[str, Any]
+    pages: int
+
+
+class Reindexer:
+    """Builds the next version of one collection with the model and renderer of ``parts`` from the
+    collection's live version, then switches to it."""
+
+    def __init__(
+        self,
+        parts: Parts,
+        *,
+        collection: str,
+        model: str,
+        multivector: bool = False,
+        token_pool: int = 1,
+        progress: ProgressFn | None = None,
+    ) -> None:
+        self.parts = parts
+        self.store = parts.store
+        self.pages = parts.pages
+        self.embedder = embedder = parts.embedder
+        self.collection = collection
+        self.model = model
+        self.info = embedding_info(embedder, multivector=multivector, token_pool=token_pool)
+        if multivector:  # before run() creates the new version, which would be left empty
+            require_head(embedder, collection)
+        self.progress = progress
+        self.report = ReindexReport(collection=collection, old_version=None, new_version=None, switched=False)
+        self._handled: set[str] = set()  # documents this run has brought over (or reported as lost)
+
+    def run(
+        self,
+        *,
+        write_lock: contextlib.AbstractContextManager[Any] | None = None,
+        settle: float = 0.0,
+        drop_old: bool = False,
+    ) -> ReindexReport:
+        """Build, switch and (with ``drop_old``) drop the old version; see the module's docstring.
+
+        ``write_lock`` is held for the last pass and the switch (the index's writers take it too);
+        ``settle`` is how long to wait after the switch before the pass that brings over what processes
+        that had not seen it yet wrote.
+        """
+        start = time.monotonic()
+        report = self.report
+        old = self.store.live(self.collection)
+        if old is None:
+            raise CollectionNotFoundError(
+                f"nothing is indexed in collection {self.collection!r} at {self.store.where}: "
+                "nothing to reindex"
+            )
+        report.old_version = old
+        old_info = recorded_info(self.store, old)
+        current = store_format(version_record(self.store, old)) >= LAYOUT.format_for(self.info.multivector)
+        if provably_same(old_info, self.info) and current:
+            report.note = f"its live version {old} was made with this model and these settings already"
+            return report
+        new = self._target_version(old)
+        report.new_version = new
+        ingestor = Ingestor(
+            self.parts,
+            collection=new,
+            multivector=self.info.multivector,
+            token_pool=self.info.token_pool,
+        )
+        self._pass(old, new, ingestor, old_info, final=False)
+        with write_lock if write_lock is not None else contextlib.nullcontext():
+            if self.store.live(self.collection) != old:
+                raise StoreError(
+                    f"collection {self.collection!r} was switched to {self.store.live(self.collection)} "
+                    f"while {new} was being built from {old}: run the reindex again"
+                )
+            self._pass(old, new, ingestor, old_info, final=True)
+            record = version_record(self.store, new)
+            if record is not None:
+                self.store.set_record(
+                    new, record.model_copy(update={"state": "complete"}).model_dump(mode="json")
+                )
+            ingestor.commit()
+            self.store.switch(self.collection, new)
+            report.switched = True
+        if settle > 0:
+            time.sleep(settle)
+            self._pass(old, new, ingestor, old_info, final=False)
+            ingestor.commit()
+        if drop_old:
+            self.store.drop(old)
+            report.dropped_old = True
+        report.seconds = round(time.monotonic() - start, 3)
+        return report
+
+    # -- the version built ----------------------------------------------------------------------------
+
+    def _target_version(self, old: str) -> str:
+        """The version an interrupted run with these settings was building from ``old``, else a new one."""
+        for version in self.store.versions(self.collection):
+            record = version_record(self.store, version)
+            if record is None or record.state != "building":
+                continue
+            if provably_same(record.embedding, self.info) and record.built_from == old:
+                log.info("resuming the reindex of %r into %s", self.collection, version)
+                return version
+            log.warning(
+                "version %s of %r is an unfinished reindex with other settings: "
+                "`docvec collections drop %s` removes it",
+                *(version, self.collection, version),
+            )
+        record = new_record(self.info, self.model, building=True, built_from=old)
+        version = self.store.create_version(
+            self.collection,
+            self.embedder.dim,
+            record.model_dump(mode="json"),
+            tokens=self.embedder.head_dim if self.info.multivector else None,
+        )
+        log.info("building %s of %r from %s", version, self.collection, old)
+        return version
+
+    # -- passes ---------------------------------------------------------------------------------------
+
+    def _documents(self, version: str) -> list[_Doc]:
+        """The finished documents of ``version``, ordered by source path."""
+        docs = []
+        for doc_id, count in self.store.facet(version, "doc_id").items():
+            flt = Filter(doc_ids=(doc_id,), finished=True)
+            first = next(iter(self.store.scroll(version, flt, batch=1)), None)
+            if first is not None:
+                docs.append(_Doc(doc_id, first[1], count))
+        return sorted(docs, key=lambda d: (str(d.first.get("source")), d.doc_id))
+
+    def _pass(
+        self, old: str, new: str, ingestor: Ingestor, old_info: EmbeddingInfo | None, *, final: bool
+    ) -> None:
+        """Bring every document of ``old`` that ``new`` lacks over; with ``final``, also remove from ``new``
+        what was deleted from ``old``, and copy the tags and names changed there meanwhile."""
+        docs = self._documents(old)
+        self.report.documents = max(self.report.documents, len(docs))
+        for done, doc in enumerate(docs):
+            self._tell(len(docs), done, doc, 0)
+            self._document(doc, old, new, ingestor, old_info, len(docs), done)
+        self._tell(len(docs), len(docs), None, 0)
+        if not final:
+            return
+        present = {d.doc_id: d for d in docs}
+        for doc_id in set(self.store.facet(new, "doc_id")) - set(present):
+            log.info("%s: deleted from %s meanwhile", doc_id, old)
+            self.store.delete_where(new, Filter(doc_ids=(doc_id,)))
+        for doc in docs:
+            flt = Filter(doc_ids=(doc.doc_id,))
+            mine = next(iter(self.store.scroll(new, flt, batch=1)), None)
+            if mine is None:
+                continue
+            changed = {
+                f: doc.first.get(f) for f in ("source", "name", "tags") if mine[1].get(f) != doc.first.get(f)
+            }
+            if changed:
+                self.store.set_payload(new, flt, changed)
+
+    def _tell(self, total: int, done: int, doc: _Doc | None, page: int) -> None:
+        if self.progress is None:
+            return
+        r = self.report
+        so_far = IngestReport(
+            pages_indexed=r.pages_embedded + r.pages_carried + r.pages_resumed, pages_failed=r.pages_lost
+        )
+        current = str(doc.first.get("source")) if doc is not None else None
+        count = doc.pages if doc is not None else 0
+        self.progress(IngestProgress(total, done, current, page, count, so_far))
+
+    def _document(
+        self,
+        doc: _Doc,
+        old: str,
+        new: str,
+        ingestor: Ingestor,
+        old_info: EmbeddingInfo | None,
+        total: int,
+        done: int,
+    ) -> None:
+        report, first = self.report, doc.first
+        if doc.doc_id in self._handled:  # by an earlier pass: the later ones bring over what is new
+            return
+        self._handled.add(doc.doc_id)
+        # pages an interrupted run wrote: a document it finished is skipped, one it began goes on after them
+        written = self.store.count(new, Filter(doc_ids=(doc.doc_id,)))
+        report.pages_resumed += written
+        if written >= doc.pages and self.store.count(new, Filter(doc_ids=(doc.doc_id,), finished=True)):
+            return
+        source = Path(str(first.get("source")))
+        document = SourceDocument(
+            path=source,
+            doc_id=doc.doc_id,
+            sha256=str(first.get("content_sha256")),
+            kind=first.get("kind", "pdf"),
+            name=str(first.get("name") or source.name),
+            page_count=int(first.get("page_count", doc.pages)),
+        )
+        tags = [str(t) for t in first.get("tags") or ()]
+        ingested_at = datetime.fromisoformat(str(first["ingested_at"])) if first.get("ingested_at") else None
+        payloads = sorted(
+            (p for _, p in self.store.scroll(old, Filter(doc_ids=(doc.doc_id,), finished=True), batch=1024)),
+            key=lambda p: int(p.get("page", 0)),
+        )
+
+        def on_page(page: int, count: int) -> None:
+            self._tell(total, done, doc, page)
+
+        same_budget = old_info is not None and (old_info.min_pixels, old_info.max_pixels) == (
+            self.info.min_pixels,
+            self.info.max_pixels,
+        )
+        images = self._stored_images(payloads) if same_budget else None
+        if images is not None:
+            result = ingestor.ingest(
+                document,
+                tags=tags,
+                progress=on_page,
+                pages=lambda first_page: self._stored_pages(images, first_page),
+                ingested_at=ingested_at,
+            )
+            self._count(result, rendered=False)
+        elif self._unchanged(document):
+            result = ingestor.ingest(document, tags=tags, progress=on_page, ingested_at=ingested_at)
+            self._count(result, rendered=True)
+        elif old_info is not None and self._can_carry(old_info):
+            self._carry(doc, old, new, old_info, same_budget)
+        else:
+            report.vanished.append(str(source))
+            report.pages_lost += len(payloads)
+            reason = (
+                "its file is gone (or changed) and the model changed: its pages cannot be embedded again, "
+                "and the old vectors do not fit the new model"
+            )
+            report.failures.append(IngestFailure(path=str(source), reason=reason))
+            log.warning("%s: %s", source, reason)
+
+    def _count(self, result: IngestReport, *, rendered: bool) -> None:
+        self.report.pages_embedded += result.pages_indexed
+        if rendered:
+            self.report.pages_rendered += result.pages_indexed
+        self.report.failures += result.failures
+
+    # -- where pages come from --------------------------------------------------------------------------
+
+    def _stored_images(self, payloads: list[dict[str, Any]]) -> list[tuple[int, Path]] | None:
+        """Each page's stored image, or ``None`` when one is missing from the page store."""
+        try:
+            return [(int(p["page"]), self.pages.path(str(p.get("image", "")))) for p in payloads]
+        except NotFoundError:
+            return None
+
+    @staticmethod
+    def _stored_pages(images: list[tuple[int, Path]], first: int) -> Iterator[RenderedPage]:
+        for number, path in images:
+            if number >= first:
+                with Image.open(path) as img:
+                    yield RenderedPage(number=number, image=img.convert("RGB"), size_pt=None, rotation=0)
+
+    @staticmethod
+    def _unchanged(document: SourceDocument) -> bool:
+        """Whether the document's file is still there with the content that was indexed."""
+        try:
+            return document.path.is_file() and sha256_of(document.path) == document.sha256
+        except RenderError:
+            return False
+
+    def _can_carry(self, old_info: EmbeddingInfo) -> bool:
+        """Whether the old version's vectors stand for pages of the new one: the same model, no larger a
+        size, and token vectors (pooled alike) when the new version needs them."""
+        tokens_fit = not self.info.multivector or (
+            old_info.multivector and old_info.token_pool == self.info.token_pool
+        )
+        return same_model(old_info, self.info) and self.info.dim <= old_info.dim and tokens_fit
+
+    def _carry(self, doc: _Doc, old: str, new: str, old_info: EmbeddingInfo, same_budget: bool) -> None:
+        """The old vectors of a document whose file is gone, truncated to the new size, in the new
+        version; their payloads say what made them (the old page budget, when it differs)."""
+        dim = self.info.dim
+        info = self.info if same_budget else truncated_info(old_info, dim, multivector=self.info.multivector)
+        payload_info = to_jsonable_python(info)
+        points = []
+        for p in self.store.scroll(
+            old, Filter(doc_ids=(doc.doc_id,), finished=True), with_vectors=True, batch=256
+        ):
+            vector = normalize(p.vector[None, :], dim)[0]
+            payload = p.payload | {"embedding": payload_info, "state": "complete"}
+            tokens = p.tokens if self.info.multivector else None
+            points.append(
+                Point(point_id(doc.doc_id, int(p.payload["page"]), info.key), vector, payload, tokens)
+            )
+        self.store.upsert(new, points)
+        source = str(doc.first.get("source"))
+        self.report.vanished.append(source)
+        self.report.pages_carried += len(points)
+        log.info("%s: its file is gone; %d pages carried over from %s", source, len(points), old)

@@ -1,0 +1,22 @@
+"""Rendering: PDFs (pypdfium2) and images (Pillow) become page images, in worker processes, sized to the
+model's pixel budget (:mod:`._renderer` in this process, :mod:`._worker` in the workers)."""
+
+from ._renderer import (
+    READS_JPEG2000,
+    DocumentInfo,
+    DocumentKind,
+    PageFailure,
+    RenderedPage,
+    Renderer,
+    detect_kind,
+)
+
+__all__ = [
+    "READS_JPEG2000",
+    "DocumentInfo",
+    "DocumentKind",
+    "PageFailure",
+    "RenderedPage",
+    "Renderer",
+    "detect_kind",
+]

@@ -1,0 +1,144 @@
+"""The embedded store folder's one owner: an exclusive lock on ``<folder>/.lock`` and a record of who holds
+it in ``<folder>/.owner.json`` (pid, hostname, start time, command line, and where a server serves it).
+
+The lock keeps a second process out; the record tells that process who is in its way (and a server's
+URL, so that docvec commands send their work there instead of failing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shlex
+import socket
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .._errors import StoreBusyError, StoreError
+from .._fileio import write_json_atomic
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the WAL lock is then the only guard
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["OwnerLock", "read_owner"]
+
+log = logging.getLogger("docvec")
+
+_LOCK_FILE = ".lock"
+_OWNER_FILE = ".owner.json"
+_BUSY_ADVICE = (
+    "An embedded store can be open in one process at a time: stop it, or send the work to it through "
+    "its API (`docvec serve`), or use a Qdrant server (DOCVEC_QDRANT_URL)."
+)
+
+
+def read_owner(path: Path) -> dict[str, Any] | None:
+    """What the process holding the store at ``path`` recorded about itself, or ``None``."""
+    try:
+        data = json.loads((Path(path) / _OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class OwnerLock:
+    """The lock on a store folder and its owner record; taken by :meth:`acquire`, let go by
+    :meth:`release` (the record goes with it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the folder."""
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Create the folder if needed, take its lock and say who holds it (once); a folder another
+        process holds is a :class:`~docvec.StoreBusyError` naming that process."""
+        if self._fd is not None:
+            return
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store folder {self.path}: {exc}") from exc
+        self._fd = self._take()
+        self._write()
+
+    def advertise(self, fields: dict[str, Any]) -> None:
+        """Add ``fields`` to the owner record (a server says where it listens, so that other docvec
+        processes send it their work instead of failing on the lock)."""
+        self.acquire()
+        self._write(fields)
+
+    def release(self) -> None:
+        """Remove the owner record and let the lock go (call it after everything under it is closed)."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            (self.path / _OWNER_FILE).unlink()
+        os.close(self._fd)  # closing the descriptor releases the flock
+        self._fd = None
+
+    def busy_error(self) -> StoreBusyError:
+        """The error for a folder another process (or another handle in this one) holds."""
+        owner = read_owner(self.path)
+        if owner is None:
+            who = f"another process (it left no readable {_OWNER_FILE})"
+        else:
+            cmd = str(owner.get("cmdline", "?"))
+            if len(cmd) > 200:
+                cmd = cmd[:197] + "..."
+            who = f"process {owner.get('pid', '?')} on {owner.get('hostname', '?')}"
+            if owner.get("pid") == os.getpid() and owner.get("hostname") == socket.gethostname():
+                who += " (this process: another store on this folder is still open)"
+            who += f", running since {owner.get('started', '?')}: {cmd}"
+        return StoreBusyError(
+            f"the docvec store at {self.path} is in use by {who}. {_BUSY_ADVICE}",
+            path=str(self.path),
+            owner=owner,
+        )
+
+    def _take(self) -> int | None:
+        if fcntl is None:  # pragma: no cover
+            return None
+        try:
+            fd = os.open(self.path / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open the lock file in {self.path}: {exc}") from exc
+        try:
+            # Non-blocking: waiting for another process's store to close would hang a CLI for ever.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise self.busy_error() from None
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot lock {self.path / _LOCK_FILE}: {exc}") from exc
+        return fd
+
+    def _write(self, extra: dict[str, Any] | None = None) -> None:
+        owner = {
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "cmdline": shlex.join(sys.orig_argv),
+            **(extra or {}),
+        }
+        try:
+            write_json_atomic(self.path / _OWNER_FILE, owner, durable=True)
+        except OSError as exc:
+            # The lock is what keeps a second process out; the record only names the owner. A full disk
+            # must not stop a search, so this is a warning.
+            log.warning(
+                "cannot write %s (%s): a second process will not be told who holds the store",
+                self.path / _OWNER_FILE,
+                exc.strerror or exc,
+            )
