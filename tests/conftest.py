@@ -1,27 +1,34 @@
-"""Shared fixtures: the tiny random-weight Qwen2.5-VL, built once per session with the tools users run."""
+"""Shared fixtures: the tiny random-weight Qwen2.5-VL, built and converted once per session with the tools
+users run (each converted model is a session fixture: conversions are the suite's costliest set-up)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from PIL import Image
 
 from docvec import Embedder, EmbedSettings, ModelFiles, Settings
+from docvec._tools._convert import convert_checkpoint
 from docvec._tools._tiny import build_tiny_model
 from docvec._tools._toolchain import LlamaCppSource
 
 from .documents import DOCUMENTS, extended_corpus, make_text_pdf
+from .helpers import BOOK_PAGES, REPORTED, ROOT
 from .isolation import Isolation
 
 if TYPE_CHECKING:  # the reference needs PyTorch; tests that do not use it run without
     from .reference import ReferenceEmbedder
 
-ROOT = Path(__file__).resolve().parents[1]
-#: pages of the generated book (the ``book`` fixture)
-BOOK_PAGES = 117
+# What other processes leave in this home folder (a Prefect profile, a Hugging Face token or cache) must not
+# change the suite's verdict: the libraries that keep state there keep this run's under a folder of its own,
+# set before any test module imports them.
+_HOME = Path(tempfile.mkdtemp(prefix="docvec-tests-home-"))
+os.environ["PREFECT_HOME"] = str(_HOME / "prefect")
+os.environ["HF_HOME"] = str(_HOME / "huggingface")
 
 # Watches from here on: collecting the test modules is checked too. The cache folder holds what
 # `make setup` put there (the llama-cpp-python source: converter, vocabulary) and the rebuilt tokenizer;
@@ -39,9 +46,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         ISOLATION.current = "session teardown"
 
 
+@pytest.hookimpl(trylast=True)  # after the session fixtures' teardown, which is watched too
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    ISOLATION.stop()
     if ISOLATION.violations and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # the run's last lines, after pytest's count of passed tests: why it failed if every test passed
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if ISOLATION.violations and terminal is not None:
+        terminal.write_sep(
+            "!", "FAILED: the suite read outside the repository and its temporary folders", red=True
+        )
+        for line in ISOLATION.report():
+            terminal.write_line(f"  {line}", red=True)
 
 
 @pytest.fixture()
@@ -74,6 +94,30 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
     out = tmp_path_factory.mktemp("tiny")
     build_tiny_model(out, cache_dir=cache_dir, outtype="f16")
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_bf16(
+    tiny_dir: Path, llama_source: LlamaCppSource, tmp_path_factory: pytest.TempPathFactory
+) -> ModelFiles:
+    """The tiny checkpoint converted to BF16 GGUFs (other files, other vectors), once per session."""
+    out = tmp_path_factory.mktemp("tiny-bf16")
+    return convert_checkpoint(
+        tiny_dir / "hf", out, source=llama_source, name="tiny-qwen25vl", outtype="bf16"
+    ).main
+
+
+@pytest.fixture(scope="session")
+def tiny_quantized(
+    tiny_dir: Path, llama_source: LlamaCppSource, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, ModelFiles]:
+    """The tiny checkpoint quantized (Q8_0, Q4_K_M language models beside the F16 mmproj), once per
+    session."""
+    out = tmp_path_factory.mktemp("tiny-quantized")
+    converted = convert_checkpoint(
+        tiny_dir / "hf", out, source=llama_source, name="t", outtype="f16", quantize=("Q8_0", "Q4_K_M")
+    )
+    return converted.quantized
 
 
 @pytest.fixture(scope="session")
@@ -140,31 +184,7 @@ def book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_text_pdf(tmp_path_factory.mktemp("book") / "book.pdf", BOOK_PAGES)
 
 
-def page_image(width: int, height: int, seed: int = 0) -> Image.Image:
-    """A deterministic image with structure (gradients, blocks, text-like strokes), not flat colour."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width]
-    base = np.stack(
-        [(x * 255 // max(width - 1, 1)), (y * 255 // max(height - 1, 1)), ((x + y) * 3) % 256], axis=-1
-    ).astype(np.uint8)
-    for _ in range(12):
-        x0, y0 = int(rng.integers(0, width)), int(rng.integers(0, height))
-        base[y0 : y0 + max(height // 20, 1), x0 : x0 + max(width // 5, 1)] = rng.integers(0, 256, 3)
-    return Image.fromarray(base, "RGB")
-
-
-_REPORT: list[tuple[str, float]] = []
-
-
-def report(what: str, value: float) -> None:
-    """Record a measured number; the run prints them all at the end (parity cosines, for example)."""
-    _REPORT.append((what, value))
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    ISOLATION.stop()
     if ISOLATION.violations:
         terminalreporter.section("read outside the repository and temporary folders", red=True)
         for line in ISOLATION.report():
@@ -172,7 +192,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             "a fresh clone has none of these: keep what tests need under tests/ or generate it"
         )
-    if _REPORT:
+    if REPORTED:
         terminalreporter.section("measured")
-        for what, value in _REPORT:
+        for what, value in REPORTED:
             terminalreporter.write_line(f"{what}: {value:.7f}")

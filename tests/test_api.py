@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -33,8 +32,9 @@ from docvec import (
 from docvec._store import Filter, Point, point_id
 from docvec.api import API_MODELS, MAX_QUERY_CHARS, create_app
 
-from .conftest import page_image
 from .documents import png_header_only
+from .helpers import page_image
+from .processes import free_port
 
 #: 8x8 tokens a page, as in test_ingest: fast, and the same path
 SMALL = 28 * 28 * 64
@@ -554,14 +554,8 @@ def test_a_moved_file_is_not_served_and_its_path_not_told(tmp_path: Path, tiny_d
         assert r.status_code == 404 and str(tmp_path) not in r.text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_over_a_real_socket(tiny_dir: Path, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(_settings(tmp_path / "data", tiny_dir)), port=port, log_level="warning")
     )

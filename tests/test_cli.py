@@ -19,7 +19,7 @@ from docvec._cli import app
 from docvec._model._registry import REGISTRY
 from docvec._records import EmbeddingRecord
 
-from .conftest import page_image
+from .helpers import page_image
 from .test_hub import fill_cache
 
 runner = CliRunner()

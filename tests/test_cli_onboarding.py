@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,8 @@ import docvec
 from docvec import Index
 from docvec._cli import app
 
-from .conftest import page_image
+from .helpers import page_image
+from .processes import free_port
 
 runner = CliRunner()
 SMALL = 28 * 28 * 64
@@ -104,14 +104,8 @@ def test_documents_of_an_empty_index_says_how_to_add(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "docvec ingest" in r.output
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_serve_says_where_and_what_and_logs_at_info(indexed: dict[str, str]) -> None:
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).with_name("docvec")
     proc = subprocess.Popen(
         [str(exe), "serve", "--port", str(port)],
@@ -142,21 +136,21 @@ def test_serve_says_where_and_what_and_logs_at_info(indexed: dict[str, str]) -> 
 
 def test_serve_on_a_busy_store_is_one_line(indexed: dict[str, str]) -> None:
     with Index.open(Path(indexed["DOCVEC_DATA_DIR"])):  # this process holds the embedded store
-        r = _docvec("serve", "--port", str(_free_port()), env=indexed)
+        r = _docvec("serve", "--port", str(free_port()), env=indexed)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "is in use by process" in r.stderr
 
 
 def test_serve_with_a_missing_model_is_one_line(indexed: dict[str, str], tmp_path: Path) -> None:
     env = {**indexed, "DOCVEC_MODEL": str(tmp_path / "no-such-model")}
-    r = _docvec("serve", "--port", str(_free_port()), env=env)
+    r = _docvec("serve", "--port", str(free_port()), env=env)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "startup failed" not in r.stderr
     errors = [ln for ln in r.stderr.splitlines() if not ln.startswith("INFO ")]  # the log is at INFO here
     assert len(errors) == 1 and errors[0].startswith("error: ") and "no-such-model" in errors[0], r.stderr
 
 
 def test_pull_without_a_network_says_it_once(tmp_path: Path) -> None:
-    env = {"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}"}
+    env = {"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
     env_run = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     exe = Path(sys.executable).with_name("docvec")
     r = subprocess.run(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -146,3 +149,35 @@ def test_toolchain_pin_matches_the_build_script() -> None:
     import importlib.metadata
 
     assert importlib.metadata.version("llama_cpp_python") == LLAMA_CPP_PYTHON_VERSION
+
+
+def _docvec_types(hint: object) -> Iterator[type]:
+    """The classes of docvec's own that a type hint names, through unions, generics and aliases."""
+    args = typing.get_args(hint)
+    if args:
+        yield from _docvec_types(typing.get_origin(hint))
+        for arg in args:
+            yield from _docvec_types(arg)
+    elif isinstance(hint, type) and hint.__module__.startswith("docvec"):
+        yield hint
+
+
+def test_public_signatures_use_public_types() -> None:
+    # a type a public signature takes or returns is one a user can import from docvec
+    public = {getattr(docvec, name) for name in docvec.__all__}
+    leaks: dict[str, set[str]] = {}
+    for name in docvec.__all__:
+        obj = getattr(docvec, name)
+        members = vars(obj).items() if inspect.isclass(obj) else [(name, obj)]
+        for member, value in members:
+            if member.startswith("_") and member != "__init__":
+                continue
+            fn = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+            if not callable(fn) or isinstance(fn, type):
+                continue
+            for hint in typing.get_type_hints(fn).values():
+                for leaked in set(_docvec_types(hint)) - public:
+                    leaks.setdefault(f"{leaked.__module__}.{leaked.__qualname__}", set()).add(
+                        f"{name}.{member}"
+                    )
+    assert leaks == {}, "export these from docvec, or keep them out of public signatures"

@@ -24,7 +24,7 @@ import pytest
 from docvec import DiskFullError, EmbedSettings, Index, IngestReport, RenderSettings, Settings
 from docvec._store import Point, open_store, point_id
 
-from .conftest import page_image
+from .helpers import page_image
 
 SMALL = 28 * 28 * 64
 MB = 1 << 20

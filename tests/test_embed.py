@@ -12,7 +12,7 @@ from PIL import Image
 from docvec import ConfigError, Embedder, EmbedSettings, InputError, ModelFiles
 from docvec._model._embedder import normalize
 
-from .conftest import page_image
+from .helpers import page_image
 
 
 def test_vectors_are_unit_float32_rows(embedder: Embedder) -> None:

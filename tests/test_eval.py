@@ -13,7 +13,7 @@ from docvec import Embedder, EmbedSettings, InputError, ModelFiles, Settings
 from docvec._cli import app
 from docvec._evaluate import evaluate, load_dataset, ndcg_at, recall_at
 
-from .conftest import page_image
+from .helpers import eval_dataset
 
 SMALL = 28 * 28 * 64
 runner = CliRunner()
@@ -43,25 +43,8 @@ def test_recall_on_hand_computed_rankings() -> None:
         recall_at(["a"], rel, 0)
 
 
-def _dataset(root: Path) -> Path:
-    """6 pages: four images and a two-page PDF; 4 judged queries and one without judgements."""
-    corpus = root / "corpus"
-    corpus.mkdir(parents=True)
-    for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
-        page_image(220 + 20 * i, 300, seed=10 + i).save(corpus / f"{name}.png")
-    first, second = page_image(300, 400, seed=20), page_image(300, 400, seed=21)
-    first.save(corpus / "report.pdf", save_all=True, append_images=[second])
-    queries = [("q1", "alpha chart"), ("q2", "beta table"), ("q3", "report summary"), ("q4", "mixed")]
-    queries.append(("q5", "nobody judged this"))
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries))
-    qrels = ["query-id\tcorpus-id\tscore", "q1\talpha\t1", "q2\tbeta\t2", "q2\tgamma\t1"]
-    qrels += ["q3\treport#2\t1", "q4\treport#1\t2", "q4\tdelta\t1", "q4\tgamma\t0", "q5\talpha\t0"]
-    (root / "qrels.tsv").write_text("\n".join(qrels) + "\n")
-    return root
-
-
 def test_load_dataset(tmp_path: Path) -> None:
-    data = load_dataset(_dataset(tmp_path / "ds"))
+    data = load_dataset(eval_dataset(tmp_path / "ds"))
     assert len(data.queries) == 5
     assert data.qrels["q1"] == {"alpha#1": 1.0} and data.qrels["q3"] == {"report#2": 1.0}
     (tmp_path / "ds" / "qrels.tsv").write_text("q9\talpha\t1\n")
@@ -72,7 +55,7 @@ def test_load_dataset(tmp_path: Path) -> None:
 
 
 def test_evaluate_with_the_tiny_model(tmp_path: Path, tiny_dir: Path, tiny_files: ModelFiles) -> None:
-    ds = _dataset(tmp_path / "ds")
+    ds = eval_dataset(tmp_path / "ds")
     s = Settings(data_dir=tmp_path / "user-data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL))
     with Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2)) as emb:
         report = evaluate(ds, s, k=10, embedder=emb)
@@ -87,7 +70,7 @@ def test_evaluate_with_the_tiny_model(tmp_path: Path, tiny_dir: Path, tiny_files
 
 
 def test_cli_eval_json_and_errors(tmp_path: Path, tiny_dir: Path) -> None:
-    ds = _dataset(tmp_path / "ds")
+    ds = eval_dataset(tmp_path / "ds")
     env = {
         "DOCVEC_DATA_DIR": str(tmp_path / "user-data"),
         "DOCVEC_MODEL": str(tiny_dir),

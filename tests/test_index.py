@@ -21,7 +21,7 @@ from docvec import (
     Settings,
 )
 
-from .conftest import page_image
+from .helpers import page_image
 
 SMALL = 28 * 28 * 64
 

@@ -31,8 +31,8 @@ from docvec._cli import app
 from docvec._render._renderer import DocumentInfo, Renderer
 from docvec._store import Filter
 
-from .conftest import page_image
 from .documents import make_text_pdf, make_tiff
+from .helpers import page_image
 from .processes import docvec_after
 
 #: 8x8 tokens a page: rendering and embedding stay fast, the path is the same

@@ -16,7 +16,7 @@ from docvec._model._native import LlamaContext, LlamaModel, backend
 from docvec._tools._convert import convert_checkpoint
 from docvec._tools._toolchain import LlamaCppSource
 
-from .conftest import page_image
+from .helpers import page_image
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,27 +46,18 @@ def _embed_in_subprocess(files: ModelFiles) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_quantized_model_on_this_cpu(
-    tiny_dir: Path, tiny_files: ModelFiles, cache_dir: Path, tmp_path: Path
-) -> None:
+def test_quantized_model_on_this_cpu(tiny_files: ModelFiles, tiny_quantized: dict[str, ModelFiles]) -> None:
     """0001-amx-tile-config-dead-stores.patch: quantized models on AMX CPUs (this machine class).
 
     Unpatched, ggml's AMX matmul loads a tile configuration whose stores GCC deleted and dies with
     SIGSEGV on the first multi-token batch; on CPUs without AMX this path is not taken and the test
     checks quantized embeddings in general.
     """
-    q = convert_checkpoint(
-        tiny_dir / "hf",
-        tmp_path,
-        source=LlamaCppSource.in_cache(cache_dir),
-        name="t",
-        outtype="f16",
-        quantize=("Q8_0", "Q4_K_M"),
-    )
     ref = _embed_in_subprocess(tiny_files)
     assert ref.returncode == 0, ref.stderr[-2000:]
     want = json.loads(ref.stdout)
-    for quant, files in q.quantized.items():
+    assert set(tiny_quantized) == {"Q8_0", "Q4_K_M"}
+    for quant, files in tiny_quantized.items():
         r = _embed_in_subprocess(files)
         assert r.returncode == 0, f"{quant}: exit {r.returncode}\n{r.stderr[-2000:]}"
         got = json.loads(r.stdout)

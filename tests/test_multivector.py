@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from docvec import EmbedSettings, Index, InputError, ModelError, ReindexSpec, SearchFilter, Settings
 from docvec._store import Filter
 
+from .helpers import eval_dataset
 from .processes import docvec
-from .test_eval import _dataset
 
 SMALL = 28 * 28 * 16
 DOCS = (
@@ -176,7 +176,7 @@ def test_the_api_says_which_mode_answered(tmp_path: Path, folder: Path, tiny_dir
 
 
 def test_eval_scores_each_mode_on_the_same_pages(tmp_path: Path, tiny_dir: Path) -> None:
-    ds = _dataset(tmp_path / "ds")
+    ds = eval_dataset(tmp_path / "ds")
     env = {"DOCVEC_MODEL": str(tiny_dir), "DOCVEC_EMBED__MAX_PIXELS": str(SMALL)}
     r = docvec("eval", str(ds), "--mode", "dense", "--mode", "multi", "--mode", "hybrid", "--json", env=env)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -42,9 +42,8 @@ from docvec._model._resolve import resolve_model
 from docvec._records import EmbeddingRecord
 from docvec._tools._convert import _converter_view, find_head
 
-from .conftest import page_image, report
+from .helpers import SHAPES, TEXTS, page_image, report, shape_image
 from .reference import ReferenceEmbedder, maxsim_scores
-from .test_parity import SHAPES, TEXTS, shape_image
 
 MEDIAN_BAR = 0.99999
 MIN_BAR = 0.999

@@ -6,19 +6,14 @@ The reference is transformers' Qwen2.5-VL with the PIL image processor and jina-
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import numpy as np
 import pytest
 from PIL import Image
 
 from docvec import Embedder, EmbedSettings, ModelFiles
 from docvec._model._native import MtmdContext, PromptChunk
-from docvec._tools._convert import convert_checkpoint
-from docvec._tools._toolchain import LlamaCppSource
 
-from .conftest import page_image, report
+from .helpers import page_image, report
 from .reference import ReferenceEmbedder
 
 BAR = 0.99999
@@ -146,17 +141,9 @@ def test_bidirectional_image_attention_breaks_parity(
     assert pooled < 0.999
 
 
-@pytest.fixture(scope="session")
-def other_types(
-    tiny_dir: Path, cache_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, ModelFiles]]:
-    out = tmp_path_factory.mktemp("types")
-    src = LlamaCppSource.in_cache(cache_dir)
-    bf16 = convert_checkpoint(tiny_dir / "hf", out / "bf16", source=src, name="t", outtype="bf16").main
-    q8 = convert_checkpoint(
-        tiny_dir / "hf", out / "f16", source=src, name="t", outtype="f16", quantize=("Q8_0",)
-    )
-    yield {"BF16 LM + BF16 mmproj": bf16, "Q8_0 LM + F16 mmproj": q8.quantized["Q8_0"]}
+@pytest.fixture(scope="module")
+def other_types(tiny_bf16: ModelFiles, tiny_quantized: dict[str, ModelFiles]) -> dict[str, ModelFiles]:
+    return {"BF16 LM + BF16 mmproj": tiny_bf16, "Q8_0 LM + F16 mmproj": tiny_quantized["Q8_0"]}
 
 
 @pytest.mark.parametrize(

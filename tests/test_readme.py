@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import ROOT
-from .test_cli_onboarding import _free_port
+from .helpers import ROOT
+from .processes import free_port
 
 BIN = Path(sys.executable).parent  # where `make setup` put docvec: `.venv/bin` in the README
 
@@ -76,7 +76,7 @@ def test_the_demo_then_the_quickstart_as_written(home: dict[str, str]) -> None:
 
 def _serve_briefly(line: str, env: dict[str, str]) -> None:
     """Start the README's `docvec serve`, see the page answer, stop it as a person does (Ctrl-C)."""
-    port = _free_port()
+    port = free_port()
     command = re.sub(r"--port \d+", f"--port {port}", line.split("#")[0]).replace(".venv/bin/", f"{BIN}/")
     proc = subprocess.Popen(shlex.split(command), cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     try:

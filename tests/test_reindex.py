@@ -21,15 +21,14 @@ from docvec import (
     EmbedSettings,
     Index,
     IngestReport,
+    ModelFiles,
     ReindexReport,
     ReindexSpec,
     Settings,
 )
-from docvec._tools._convert import convert_checkpoint
-from docvec._tools._toolchain import LlamaCppSource
 
-from .conftest import report
 from .documents import make_text_pdf
+from .helpers import report
 from .processes import docvec, docvec_after, served
 
 SMALL = 28 * 28 * 16  # 16 image tokens a page: fast on 2 cores
@@ -44,14 +43,10 @@ CORPUS = (
 
 
 @pytest.fixture(scope="module")
-def tiny_bf16(tiny_dir: Path, llama_source: LlamaCppSource, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Another model: the tiny checkpoint converted to BF16 GGUFs (other files, other vectors), as a
-    `LM,MMPROJ` pair."""
-    out = tmp_path_factory.mktemp("tiny-bf16")
-    files = convert_checkpoint(
-        tiny_dir / "hf", out, source=llama_source, name="tiny-qwen25vl", outtype="bf16"
-    )
-    return f"{files.main.language_model},{files.main.mmproj}"
+def bf16_model(tiny_bf16: ModelFiles) -> str:
+    """Another model: the tiny checkpoint's BF16 GGUFs (other files, other vectors), as a `LM,MMPROJ`
+    pair."""
+    return f"{tiny_bf16.language_model},{tiny_bf16.mmproj}"
 
 
 @pytest.fixture()
@@ -89,7 +84,7 @@ def _answer(hits: list[dict[str, Any]]) -> tuple[tuple[str, int, float], ...]:
 
 
 def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
-    tmp_path: Path, corpus: Path, tiny_dir: Path, tiny_bf16: str
+    tmp_path: Path, corpus: Path, tiny_dir: Path, bf16_model: str
 ) -> None:
     env = _env(tmp_path / "data", tiny_dir)
     pages = _ingest(corpus, env)
@@ -123,7 +118,7 @@ def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
         searcher.start()
         try:
             started = time.monotonic()
-            job = http.post("/reindex", json={"model": tiny_bf16})
+            job = http.post("/reindex", json={"model": bf16_model})
             assert job.status_code == 202, job.text
             status_url = job.json()["status_url"]
             seen_progress = False
@@ -155,7 +150,7 @@ def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
     )
     assert answers[-1][1] == after[answers[-1][0]]  # and once switched, the new one answers
     live = [v for v in versions if v["live"]]
-    assert [(v["version"], v["model"], v["pages"]) for v in live] == [("docvec.v2", tiny_bf16, pages)]
+    assert [(v["version"], v["model"], v["pages"]) for v in live] == [("docvec.v2", bf16_model, pages)]
     report("reindex through the API: seconds", seconds)
     report("reindex through the API: searches answered meanwhile", during)
     report("reindex through the API: failed or empty searches", len(errors))
@@ -238,21 +233,21 @@ def test_a_killed_reindex_resumes_and_ends_as_an_uninterrupted_one(
 
 
 def test_another_model_is_told_to_reindex(
-    tmp_path: Path, documents: Path, tiny_dir: Path, tiny_bf16: str
+    tmp_path: Path, documents: Path, tiny_dir: Path, bf16_model: str
 ) -> None:
     data = tmp_path / "data"
     env = _env(data, tiny_dir)
     r = docvec("ingest", str(documents / "pysamples__smile.png"), env=env)
     assert r.returncode == 0, r.stderr
     for command in (["search", "a face"], ["ingest", str(documents / "pysamples__minimal-document.pdf")]):
-        r = docvec(*command, env=_env(data, tiny_bf16))
+        r = docvec(*command, env=_env(data, bf16_model))
         assert r.returncode == 2, (command, r.stderr)
         line = r.stderr.strip().splitlines()[-1]
         assert "tiny-qwen25vl-F16.gguf" in line and "tiny-qwen25vl-BF16.gguf" in line, line
         assert "docvec reindex" in line
-    r = docvec("serve", "--port", "1", env=_env(data, tiny_bf16))  # the API does not start either
+    r = docvec("serve", "--port", "1", env=_env(data, bf16_model))  # the API does not start either
     assert r.returncode == 2 and "docvec reindex" in r.stderr and "Traceback" not in r.stderr
-    settings = Settings(data_dir=data, model=tiny_bf16, embed=EmbedSettings(max_pixels=SMALL))
+    settings = Settings(data_dir=data, model=bf16_model, embed=EmbedSettings(max_pixels=SMALL))
     with Index.open(settings) as index, pytest.raises(CollectionMismatchError, match="docvec reindex"):
         index.search("a face", 1)
 
@@ -275,7 +270,7 @@ def test_settings_left_unset_follow_the_collection(tmp_path: Path, documents: Pa
     r = docvec("reindex", "--max-pixels", str(BIGGER), "--json", env=unset)
     assert (
         ReindexReport.model_validate_json(r.stdout).note
-        == "its live version docvec.v2 was made with these settings already"
+        == "its live version docvec.v2 was made with this model and these settings already"
     )
 
 
@@ -339,7 +334,7 @@ def test_a_collection_made_before_versions_is_adopted_then_rebuilt(
 
 
 def test_a_vanished_source_is_carried_over_or_reported(
-    tmp_path: Path, documents: Path, tiny_dir: Path, tiny_bf16: str
+    tmp_path: Path, documents: Path, tiny_dir: Path, bf16_model: str
 ) -> None:
     data, docs = tmp_path / "data", tmp_path / "docs"
     docs.mkdir()
@@ -359,7 +354,7 @@ def test_a_vanished_source_is_carried_over_or_reported(
         "pysamples__minimal-document.pdf",
     }
     # another model at another budget: its page can neither be rendered nor carried: lost, and said so
-    r = docvec("reindex", "--model", tiny_bf16, "--max-pixels", str(SMALL), "--json", env=env)
+    r = docvec("reindex", "--model", bf16_model, "--max-pixels", str(SMALL), "--json", env=env)
     lost = ReindexReport.model_validate_json(r.stdout)
     assert r.returncode == 1 and lost.pages_lost == 1 and lost.pages_rendered == 1
     assert "pysamples__smile.png" in lost.failures[0].path and "gone" in lost.failures[0].reason
@@ -404,7 +399,7 @@ def test_page_images_go_when_no_version_shows_them(tmp_path: Path, documents: Pa
 
 
 def test_an_index_follows_its_collection_to_a_version_made_elsewhere(
-    tmp_path: Path, documents: Path, tiny_dir: Path, tiny_bf16: str
+    tmp_path: Path, documents: Path, tiny_dir: Path, bf16_model: str
 ) -> None:
     """A server on a Qdrant server sees another machine switch its collection: it goes on with the new
     version, and the model that version names (here the switch is made on the same store, behind the
@@ -421,11 +416,11 @@ def test_an_index_follows_its_collection_to_a_version_made_elsewhere(
         index.add([documents / "pysamples__smile.png", documents / "pysamples__minimal-document.pdf"])
         before = index.search("a face", 2)
         with (
-            Embedder.open(tiny_bf16, EmbedSettings(max_pixels=SMALL)) as other,
+            Embedder.open(bf16_model, EmbedSettings(max_pixels=SMALL)) as other,
             Renderer(target_pixels=SMALL) as renderer,
         ):
             parts = Parts(index._store, index.pages, renderer, other)
-            made = Reindexer(parts, collection="docvec", model=tiny_bf16).run()
+            made = Reindexer(parts, collection="docvec", model=bf16_model).run()
             expected = other.embed_queries(["a face"])[0]
         assert made.switched
         after = index.search("a face", 2)

@@ -25,8 +25,8 @@ from docvec._render._renderer import (
     detect_kind,
 )
 
-from .conftest import BOOK_PAGES
 from .documents import CORPUS_ENV, DOCUMENTS, extended_corpus, manifest_rows, png_header_only, write_pdf
+from .helpers import BOOK_PAGES
 
 #: the page budget pages are rendered near: jina-embeddings-v4's image area bound
 TARGET_PIXELS = JINA_V4.max_pixels

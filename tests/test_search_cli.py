@@ -23,7 +23,7 @@ from docvec import (
 )
 from docvec._cli import app
 
-from .conftest import page_image
+from .helpers import page_image
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = 28 * 28 * 64

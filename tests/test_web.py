@@ -23,8 +23,8 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from docvec import EmbedSettings, Index, RenderSettings, Settings
 from docvec.api import create_app
 
-from .conftest import page_image
-from .test_api import SMALL, _free_port
+from .helpers import page_image
+from .processes import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # what a machine with no network and a fresh profile needs (see the env notes: background fetches fail)
@@ -36,6 +36,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
+
+SMALL = 28 * 28 * 64  # pages of 64 image tokens: fast on 2 cores
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +62,7 @@ def _settings(data_dir: Path, tiny_dir: Path, **extra: Any) -> Settings:
 
 @contextmanager
 def _serve(settings: Settings) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     srv = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()

@@ -44,8 +44,10 @@ from ._errors import (
 )
 from ._index import Index
 from ._model import Embedder, ModelFiles
+from ._model._embedder import ImageStates, TokenStates
+from ._model._gguf import GGUFInfo
 from ._pipeline._ingest import IngestProgress
-from ._pipeline._sources import SourceDocument, discover
+from ._pipeline._sources import Discovered, SourceDocument, discover
 from ._queries import read_queries, write_results
 from ._records import (
     DocumentList,
@@ -62,7 +64,7 @@ from ._records import (
     Upload,
     VersionInfo,
 )
-from ._store import PageStore
+from ._store import PageStore, StoredPage
 
 __version__ = "0.1.0"
 
@@ -71,6 +73,7 @@ __all__ = [
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "ConfigError",
+    "Discovered",
     "DiskFullError",
     "DocumentList",
     "DocumentSummary",
@@ -78,9 +81,11 @@ __all__ = [
     "EmbedSettings",
     "Embedder",
     "ForbiddenError",
+    "GGUFInfo",
     "ForeignCollectionError",
     "GcReport",
     "Hit",
+    "ImageStates",
     "Index",
     "IndexLike",
     "IngestError",
@@ -110,6 +115,8 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "StoreUnavailableError",
+    "StoredPage",
+    "TokenStates",
     "TooLargeError",
     "ToolError",
     "UnsupportedError",

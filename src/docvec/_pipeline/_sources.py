@@ -25,7 +25,7 @@ from .._render._renderer import READS_JPEG2000, DocumentKind, detect_kind
 
 __all__ = [
     "DOCUMENT_SUFFIXES",
-    "Found",
+    "Discovered",
     "SourceDocument",
     "discover",
     "document_id",
@@ -63,7 +63,7 @@ def document_id(sha256: str) -> str:
 
 
 @dataclass(frozen=True)
-class Found:
+class Discovered:
     """What :func:`discover` found: the files to ingest, the names that match nothing (as failures), and
     the files in the folders that docvec does not read (by their names: ``.docx``, ``.xps``, ...)."""
 
@@ -72,7 +72,7 @@ class Found:
     ignored: list[Path]
 
 
-def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Found:
+def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Discovered:
     """The files to ingest: named files, folders (recursively) and glob patterns, each once, sorted;
     ``~`` stands for the home folder, as in a shell.
 
@@ -101,7 +101,7 @@ def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Found:
                     (found if f.suffix.lower() in DOCUMENT_SUFFIXES else ignored)[f.resolve()] = None
             elif m.is_file():
                 found[m.resolve()] = None
-    return Found(sorted(found), failures, sorted(ignored))
+    return Discovered(sorted(found), failures, sorted(ignored))
 
 
 def identify(path: Path) -> SourceDocument:

@@ -24,7 +24,7 @@ from .._errors import StoreError
 from ._backend import Backend
 from ._core import VERSION_RE, Store
 from ._layout import LAYOUT
-from ._pages import PageStore
+from ._pages import PageStore, StoredPage
 from ._points import Filter, Point, ScoredPoint, point_id
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ __all__ = [
     "RemoteBackend",
     "ScoredPoint",
     "Store",
+    "StoredPage",
     "open_store",
     "point_id",
 ]

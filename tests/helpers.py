@@ -1,0 +1,96 @@
+"""What several test modules share: generated images and inputs, the parity shapes, an eval dataset, and the
+numbers a run reports at its end. Tests import these from here, never from each other (fixtures live in
+conftest.py; processes and documents in processes.py and documents.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+ROOT = Path(__file__).resolve().parents[1]
+#: pages of the generated book (the ``book`` fixture)
+BOOK_PAGES = 117
+
+#: texts the parity tests embed: a question, a sentence, unicode, one character, more than a decode batch
+TEXTS = [
+    "what is the total amount due?",
+    "Quarterly revenue grew 12% year over year, driven by the EMEA region.",
+    "Ünïcödé, 中文, emoji 🚀 and numbers 3.14159",
+    "a",
+    " ".join(f"token{i}" for i in range(300)),  # longer than one decode batch of 256
+]
+
+#: the six image shapes parity is measured on: square, wide, tall, tiny, an A4 page, a side that rounds at .5
+SHAPES = {
+    "square-448": (448, 448),
+    "wide-900x300": (900, 300),
+    "tall-300x900": (300, 900),
+    "tiny-60x50": (60, 50),
+    "a4-page-1240x1754": (1240, 1754),
+    "half-350x238": (350, 238),
+}
+
+
+def page_image(width: int, height: int, seed: int = 0) -> Image.Image:
+    """A deterministic image with structure (gradients, blocks, text-like strokes), not flat colour."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack(
+        [(x * 255 // max(width - 1, 1)), (y * 255 // max(height - 1, 1)), ((x + y) * 3) % 256], axis=-1
+    ).astype(np.uint8)
+    for _ in range(12):
+        x0, y0 = int(rng.integers(0, width)), int(rng.integers(0, height))
+        base[y0 : y0 + max(height // 20, 1), x0 : x0 + max(width // 5, 1)] = rng.integers(0, 256, 3)
+    return Image.fromarray(base, "RGB")
+
+
+def a4_page() -> Image.Image:
+    """An A4 page at 150 dpi with text-like lines, a table and a chart: the shape docvec embeds most."""
+    img = Image.new("RGB", (1240, 1754), "white")
+    d = ImageDraw.Draw(img)
+    for i in range(40):
+        d.text((100, 120 + 22 * i), f"Line {i}: lorem ipsum dolor sit amet {i * 7919 % 1000}", fill="black")
+    for r in range(6):
+        for c in range(4):
+            d.rectangle((100 + 250 * c, 1050 + 40 * r, 340 + 250 * c, 1085 + 40 * r), outline="black")
+    for i, h in enumerate((120, 200, 160, 260)):
+        d.rectangle((200 + 180 * i, 1650 - h, 300 + 180 * i, 1650), fill=(30, 90, 200))
+    return img
+
+
+def shape_image(name: str) -> Image.Image:
+    """The image of one of :data:`SHAPES`."""
+    if name.startswith("a4"):
+        return a4_page()
+    w, h = SHAPES[name]
+    return page_image(w, h, seed=len(name))
+
+
+def eval_dataset(root: Path) -> Path:
+    """A dataset for `docvec eval`, written under ``root``: 6 pages (four images and a two-page PDF), 4
+    judged queries and one without judgements."""
+    corpus = root / "corpus"
+    corpus.mkdir(parents=True)
+    for i, name in enumerate(("alpha", "beta", "gamma", "delta")):
+        page_image(220 + 20 * i, 300, seed=10 + i).save(corpus / f"{name}.png")
+    first, second = page_image(300, 400, seed=20), page_image(300, 400, seed=21)
+    first.save(corpus / "report.pdf", save_all=True, append_images=[second])
+    queries = [("q1", "alpha chart"), ("q2", "beta table"), ("q3", "report summary"), ("q4", "mixed")]
+    queries.append(("q5", "nobody judged this"))
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries))
+    qrels = ["query-id\tcorpus-id\tscore", "q1\talpha\t1", "q2\tbeta\t2", "q2\tgamma\t1"]
+    qrels += ["q3\treport#2\t1", "q4\treport#1\t2", "q4\tdelta\t1", "q4\tgamma\t0", "q5\talpha\t0"]
+    (root / "qrels.tsv").write_text("\n".join(qrels) + "\n")
+    return root
+
+
+#: numbers the tests measured (parity cosines, timings), printed at the end of the run
+REPORTED: list[tuple[str, float]] = []
+
+
+def report(what: str, value: float) -> None:
+    """Record a measured number; the run prints them all at the end."""
+    REPORTED.append((what, value))
