@@ -5,6 +5,8 @@ conftest.py; processes and documents in processes.py and documents.py)."""
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +87,25 @@ def eval_dataset(root: Path) -> Path:
     qrels += ["q3\treport#2\t1", "q4\treport#1\t2", "q4\tdelta\t1", "q4\tgamma\t0", "q5\talpha\t0"]
     (root / "qrels.tsv").write_text("\n".join(qrels) + "\n")
     return root
+
+
+def docvec_env(data: Path, model: Path | str, *, max_pixels: int, threads: int = 1) -> dict[str, str]:
+    """The ``DOCVEC_*`` variables of a docvec command or server the tests start: its data folder, its
+    model, its page budget and its threads."""
+    return {
+        "DOCVEC_DATA_DIR": str(data),
+        "DOCVEC_MODEL": str(model),
+        "DOCVEC_EMBED__MAX_PIXELS": str(max_pixels),
+        "DOCVEC_EMBED__THREADS": str(threads),
+    }
+
+
+def copy_documents(documents: Path, folder: Path, names: Iterable[str]) -> Path:
+    """``folder`` (created) holding copies of the named files of ``documents``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy(documents / name, folder / name)
+    return folder
 
 
 #: numbers the tests measured (parity cosines, timings), printed at the end of the run

@@ -27,6 +27,7 @@ from docvec import (
     UnsupportedError,
 )
 
+from .helpers import copy_documents, docvec_env
 from .processes import served
 
 SMALL = 28 * 28 * 16
@@ -34,21 +35,9 @@ DOCUMENTS = ("pysamples__smile.png", "pysamples__minimal-document.pdf", "pysampl
 LIMIT = 10 << 20
 
 
-def _env(data: Path, model: Path) -> dict[str, str]:
-    return {
-        "DOCVEC_DATA_DIR": str(data),
-        "DOCVEC_MODEL": str(model),
-        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
-        "DOCVEC_EMBED__THREADS": "1",
-    }
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory, documents: Path) -> Path:
-    folder = tmp_path_factory.mktemp("contract-corpus")
-    for name in DOCUMENTS:
-        shutil.copy(documents / name, folder / name)
-    return folder
+    return copy_documents(documents, tmp_path_factory.mktemp("contract-corpus"), DOCUMENTS)
 
 
 @pytest.fixture(scope="module", params=["local", "served"])
@@ -66,7 +55,10 @@ def index(
     with Index.open(settings) as local:  # the server then starts with the corpus there
         local.add([corpus])
     log = data.parent / f"{data.name}.log"
-    with served(_env(data, tiny_dir), log) as server, RemoteIndex(server.url, settings) as remote:
+    with (
+        served(docvec_env(data, tiny_dir, max_pixels=SMALL), log) as server,
+        RemoteIndex(server.url, settings) as remote,
+    ):
         yield remote
 
 
@@ -156,27 +148,20 @@ def test_uploads(index: IndexLike, documents: Path) -> None:
     again = index.add_upload(io.BytesIO(data), name=name, limit=LIMIT)
     assert again.already_indexed and again.doc_id == added.doc_id
     assert index.delete(added.doc_id, by="doc_id") == 1
-    empty = io.BytesIO(b"")
-    _raised(
-        RenderError, "empty.pdf: the file is empty", index.add_upload, empty, name="empty.pdf", limit=LIMIT
-    )
-    _raised(
-        RenderError,
-        "junk.pdf: not a document (neither a PDF nor an image)",
-        index.add_upload,
-        io.BytesIO(b"just some text"),
-        name="junk.pdf",
-        limit=LIMIT,
-    )
-    broken = _raised(
-        IngestError,
-        "broken.pdf could not be indexed: .*",
-        index.add_upload,
-        io.BytesIO(b"%PDF-1.4\n%broken\n"),
-        name="broken.pdf",
-        limit=LIMIT,
-    )
-    assert isinstance(broken, IngestError) and broken.failures and broken.failures[0]["path"] == "broken.pdf"
+    refused: list[tuple[bytes, str, type[DocvecError], str]] = [
+        (b"", "empty.pdf", RenderError, "empty.pdf: the file is empty"),
+        (
+            b"just some text",
+            "junk.pdf",
+            RenderError,
+            r"junk.pdf: not a document \(neither a PDF nor an image\)",
+        ),
+        (b"%PDF-1.4\n%broken\n", "broken.pdf", IngestError, "broken.pdf could not be indexed: .*"),
+    ]
+    for body, upload, cls, message in refused:
+        error = _raised(cls, message, index.add_upload, io.BytesIO(body), name=upload, limit=LIMIT)
+        if isinstance(error, IngestError):  # the reasons travel with it, naming the upload
+            assert error.failures and error.failures[0]["path"] == upload
     bad_tag = "tag 'team' is not of the form key=value"
     _raised(InputError, bad_tag, index.add_upload, io.BytesIO(data), tags=["team"], limit=LIMIT)
 

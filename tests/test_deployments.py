@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -33,6 +32,8 @@ from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 from prefect.client.schemas.objects import FlowRun, StateType
 
 from docvec import Index, Settings
+
+from .helpers import copy_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -176,10 +177,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory: pytest.TempPathFactory, documents: Path) -> Path:
     """The folder the scheduled deployment indexes."""
-    folder = tmp_path_factory.mktemp("sources")
-    for name in PAGES_OF:
-        shutil.copy(documents / name, folder / name)
-    return folder
+    return copy_documents(documents, tmp_path_factory.mktemp("sources"), PAGES_OF)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import pytest
 from docvec import DiskFullError, EmbedSettings, Index, IngestReport, RenderSettings, Settings
 from docvec._store import Point, open_store, point_id
 
-from .helpers import page_image
+from .helpers import docvec_env, page_image
 
 SMALL = 28 * 28 * 64
 MB = 1 << 20
@@ -65,10 +65,7 @@ def _fill(folder: Path, leave: int) -> Path:
 def _env(data: Path, tiny_dir: Path) -> dict[str, str]:
     return {
         **os.environ,
-        "DOCVEC_DATA_DIR": str(data),
-        "DOCVEC_MODEL": str(tiny_dir),
-        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
-        "DOCVEC_EMBED__THREADS": "2",
+        **docvec_env(data, tiny_dir, max_pixels=SMALL, threads=2),
         "DOCVEC_STORE_RESERVE_MB": "0",  # only the store's own growth steps are kept free: the tightest case
     }
 

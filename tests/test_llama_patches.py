@@ -25,7 +25,7 @@ _EMBED = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from docvec import Embedder, EmbedSettings, ModelFiles
-    from tests.conftest import page_image
+    from tests.helpers import page_image
     lm, mm = sys.argv[1:3]
     with Embedder(ModelFiles(Path(lm), Path(mm)), EmbedSettings(threads=2)) as emb:
         q = emb.embed_passages(["a passage long enough to fill several 16-row AMX tiles " * 8])
@@ -111,7 +111,7 @@ _EMBED_LOGGED = textwrap.dedent(
     import json, logging, sys
     from pathlib import Path
     from docvec import Embedder, EmbedSettings, ModelFiles
-    from tests.conftest import page_image
+    from tests.helpers import page_image
     lines = []
     class Keep(logging.Handler):
         def emit(self, record):

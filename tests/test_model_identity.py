@@ -23,18 +23,14 @@ from docvec import (
 from docvec._model._fingerprint import fingerprint
 from docvec._model._gguf import read_gguf_info
 
+from .helpers import docvec_env
 from .processes import docvec, served
 
 SMALL = 28 * 28 * 16
 
 
 def _env(data: Path, model: Path) -> dict[str, str]:
-    return {
-        "DOCVEC_DATA_DIR": str(data),
-        "DOCVEC_MODEL": str(model),
-        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
-        "DOCVEC_EMBED__THREADS": "1",
-    }
+    return docvec_env(data, model, max_pixels=SMALL)
 
 
 def _settings(data: Path, model: Path, **embed: object) -> Settings:

@@ -8,33 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from docvec import Embedder, EmbedSettings, ModelFiles
 from docvec._model._native import MtmdContext, PromptChunk
 
-from .helpers import page_image, report
+from .helpers import SHAPES, TEXTS, report, shape_image
 from .reference import ReferenceEmbedder
 
 BAR = 0.99999
-
-TEXTS = [
-    "what is the total amount due?",
-    "Quarterly revenue grew 12% year over year, driven by the EMEA region.",
-    "Ünïcödé, 中文, emoji 🚀 and numbers 3.14159",
-    "a",
-    " ".join(f"token{i}" for i in range(300)),  # longer than one decode batch of 256
-]
-
-#: the six shapes the issue names: square, wide, tall, tiny, an A4 page, a side that rounds at .5
-SHAPES = {
-    "square-448": (448, 448),
-    "wide-900x300": (900, 300),
-    "tall-300x900": (300, 900),
-    "tiny-60x50": (60, 50),
-    "a4-page-1240x1754": (1240, 1754),
-    "half-350x238": (350, 238),
-}
 
 
 def cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -43,29 +24,6 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
 
 def row_cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-
-
-def a4_page() -> Image.Image:
-    """An A4 page at 150 dpi with text-like lines, a table and a chart: the shape docvec embeds most."""
-    from PIL import ImageDraw
-
-    img = Image.new("RGB", (1240, 1754), "white")
-    d = ImageDraw.Draw(img)
-    for i in range(40):
-        d.text((100, 120 + 22 * i), f"Line {i}: lorem ipsum dolor sit amet {i * 7919 % 1000}", fill="black")
-    for r in range(6):
-        for c in range(4):
-            d.rectangle((100 + 250 * c, 1050 + 40 * r, 340 + 250 * c, 1085 + 40 * r), outline="black")
-    for i, h in enumerate((120, 200, 160, 260)):
-        d.rectangle((200 + 180 * i, 1650 - h, 300 + 180 * i, 1650), fill=(30, 90, 200))
-    return img
-
-
-def shape_image(name: str) -> Image.Image:
-    if name.startswith("a4"):
-        return a4_page()
-    w, h = SHAPES[name]
-    return page_image(w, h, seed=len(name))
 
 
 def test_text_tokens_match_the_reference_tokenizer(embedder: Embedder, reference: ReferenceEmbedder) -> None:

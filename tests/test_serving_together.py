@@ -18,6 +18,7 @@ import pytest
 
 from docvec import Index, IngestReport
 
+from .helpers import docvec_env
 from .processes import DOCVEC, docvec, served
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,12 +26,7 @@ SMALL = 28 * 28 * 16
 
 
 def _env(data: Path, tiny_dir: Path) -> dict[str, str]:
-    return {
-        "DOCVEC_DATA_DIR": str(data),
-        "DOCVEC_MODEL": str(tiny_dir),
-        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
-        "DOCVEC_EMBED__THREADS": "1",
-    }
+    return docvec_env(data, tiny_dir, max_pixels=SMALL)
 
 
 def _folder(tmp_path: Path, documents: Path, name: str, files: tuple[str, ...]) -> Path:
