@@ -821,7 +821,7 @@ def test_index_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:
     ck.files[INDEX] = json.dumps(index).encode()
     serve(fake_hub, ck)
     message = _pull_fails(tmp_path)
-    assert f"{INDEX} names no tensor ending in {W_KEY}" in message
+    assert f"{INDEX}: no tensor is the multi-vector head's weight ({W_KEY} under any prefix" in message
 
 
 def test_shard_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:
