@@ -91,7 +91,7 @@ def pull(
     revision points at is reused without reading anything.
 
     Args:
-        name: a registry name (see :func:`registry_names`).
+        name: a registry name (see :func:`docvec._model._registry.registry_names`).
         quant: a quantization of the language model (e.g. ``"Q4_K_M"``, case-insensitive); default the
             model's ``default_quant``.
         cache_dir: Hugging Face cache folder to use instead of the default.
