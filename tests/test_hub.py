@@ -1,4 +1,5 @@
-"""docvec.hub without a network: huggingface_hub resolves files from a Hugging Face cache built in tmp_path.
+"""docvec._tools._pull without a network: huggingface_hub resolves files from a Hugging Face cache built in
+tmp_path.
 
 Every test runs with offline mode on (HF_HUB_OFFLINE and huggingface_hub's constant, which it reads at
 import) and with sockets disabled, so a test that would reach the Hub fails at once instead of hanging.
@@ -50,7 +51,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 # --- fixtures -----------------------------------------------------------------------------------------
 
 
-class NetworkUsedError(BaseException):  # not an Exception: docvec.hub must not wrap it
+class NetworkUsedError(BaseException):  # not an Exception: docvec._tools._pull must not wrap it
     pass
 
 
@@ -123,7 +124,8 @@ def test_registry_names() -> None:
 
 
 def test_registry_entry_matches_published_repository_and_names() -> None:
-    """Names as published by Jina AI: <base>-<QUANT>.gguf in the text-retrieval GGUF repo (see hub.py)."""
+    """Names as published by Jina AI: <base>-<QUANT>.gguf in the text-retrieval GGUF repo (see
+    docvec._model._registry)."""
     assert MODEL.lm_repo == "jinaai/jina-embeddings-v4-text-retrieval-GGUF"
     assert MODEL.mmproj_repo == "jinaai/jina-embeddings-v4-text-retrieval-GGUF"
     assert MODEL.mmproj_file == "mmproj-jina-embeddings-v4-retrieval-BF16.gguf"
@@ -364,7 +366,7 @@ COMMIT2 = "fedcba9876543210fedcba9876543210fedcba98"
 
 
 def test_registry_entry_names_the_head_source() -> None:
-    """The full checkpoint and its one multi-task adapter folder (see hub.py for the sources)."""
+    """The full checkpoint and its one multi-task adapter folder (the sources: docvec._model._registry)."""
     assert MODEL.head_repo == "jinaai/jina-embeddings-v4"
     assert MODEL.head_index == "model.safetensors.index.json"
     assert MODEL.head_adapter == "adapters"
@@ -550,9 +552,10 @@ def build_checkpoint(
     adapter_filler_mb: int = 12,
     lora_bias: bool = False,
 ) -> Checkpoint:
-    """Real safetensors files laid out as jinaai/jina-embeddings-v4 (see hub.py): two shards with the
-    projector in the second between other tensors, the index, one adapter folder with every task's LoRA
-    (BF16) and decoder LoRA filler (the real one is 343 MB; past 8 MB here, so it is range-read)."""
+    """Real safetensors files laid out as jinaai/jina-embeddings-v4 (see docvec._model._registry): two
+    shards with the projector in the second between other tensors, the index, one adapter folder with every
+    task's LoRA (BF16) and decoder LoRA filler (the real one is 343 MB; past 8 MB here, so it is
+    range-read)."""
     import torch
     from safetensors.torch import save
 
@@ -821,7 +824,7 @@ def test_index_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:
     ck.files[INDEX] = json.dumps(index).encode()
     serve(fake_hub, ck)
     message = _pull_fails(tmp_path)
-    assert f"{INDEX} names no tensor ending in {W_KEY}" in message
+    assert f"{INDEX}: no tensor is the multi-vector head's weight ({W_KEY} under any prefix" in message
 
 
 def test_shard_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:

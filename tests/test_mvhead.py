@@ -407,7 +407,7 @@ def test_the_heads_lora_is_merged_with_its_adapters_scale(tmp_path: Path) -> Non
     assert head is not None
     np.testing.assert_allclose(head.weight, _expected(t, "retrieval", 8.0 / 4), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(head.bias, t["bias"].numpy())  # LoRA leaves the bias alone
-    assert "task 'retrieval'" in head.source and "alpha/r = 8.0/4" in head.source
+    assert "task 'retrieval'" in head.source and "r=4, alpha=8, s = alpha/r = 2" in head.source
     # without the LoRA the weight would differ: the merge is not a no-op
     assert not np.allclose(head.weight, t["weight"].numpy(), atol=1e-3)
 
@@ -431,7 +431,9 @@ def test_a_lora_without_its_config_is_refused(tmp_path: Path) -> None:
     ):
         find_head(tmp_path)
     (tmp_path / "adapters" / "adapter_config.json").write_text(json.dumps({"r": 8, "lora_alpha": 8}))
-    with pytest.raises(ToolError, match=r"r is 8, but .* has rank 4"):
+    with pytest.raises(
+        ToolError, match=r"lora_A.retrieval.weight has rank 4, but r=8 in .*adapter_config.json"
+    ):
         find_head(tmp_path)
 
 

@@ -17,12 +17,14 @@ and any others, one folder level down included: jina-embeddings-v4 keeps its LoR
 view of the folder whose weight files leave them out.
 
 LoRA on the head (keys ``...multi_vector_projector.lora_A[.TASK].weight`` and ``lora_B``, as PEFT and
-jina-embeddings-v4's per-task adapters save them) is merged into the exported weight: W + s·B·A, with s =
-lora_alpha / r (lora_alpha / sqrt(r) with ``use_rslora``) read from the ``adapter_config.json`` beside the
-LoRA file or in the checkpoint folder; without one the conversion is refused, since a guessed scale would
-give wrong vectors silently. The bias is kept (plus s·lora_B's bias, when the adapter has one). When the
-adapter holds several tasks, ``head_task`` picks one (``retrieval`` by default: the task docvec embeds for,
-and the adapter the published text-retrieval GGUFs merged into their language model).
+jina-embeddings-v4's per-task adapters save them) is merged into the exported weight: W + s·B·A, with s
+as PEFT computes it from the ``adapter_config.json`` beside the LoRA file or in the checkpoint folder;
+without one the conversion is refused, since a guessed scale would give wrong vectors silently. The bias is
+kept (plus s·lora_B's bias, when the adapter has one). When the adapter holds several tasks, ``head_task``
+picks one (``retrieval`` by default: the task docvec embeds for, and the adapter the published
+text-retrieval GGUFs merged into their language model). Finding, reading and merging are done in
+:mod:`docvec._tools._safetensors`, which ``docvec models pull`` (:mod:`docvec._tools._pull`) shares: a
+checkpoint gives the same head either way.
 """
 
 from __future__ import annotations
@@ -30,18 +32,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
-import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +50,18 @@ from .._model._files import ModelFiles
 from .._model._gguf import GGUFInfo, read_gguf_info
 from .._model._head import FILE_NAME as HEAD_FILE
 from .._model._head import write_head
+from ._safetensors import (
+    CheckpointError,
+    Header,
+    LocalFile,
+    TaskNotFoundError,
+    build_head,
+    copy_without,
+    find_head_tensors,
+    is_head_key,
+    read_header,
+    read_weight_map,
+)
 from ._toolchain import LlamaCppSource
 
 __all__ = [
@@ -218,12 +229,6 @@ def _link(src: Path, dst: Path) -> Path:
 # ------------------------------------------------------------------------------------ the multi-vector head
 
 _INDEX = "model.safetensors.index.json"
-_PROJECTOR = "multi_vector_projector"
-# the head's own weight and bias; ``base_layer`` is where PEFT keeps them in a model saved with its LoRA
-_HEAD_KEY = re.compile(rf"(?:^|\.){_PROJECTOR}(?:\.base_layer)?\.(weight|bias)$")
-# its LoRA factors: ``lora_A.weight`` (PEFT), ``lora_A.retrieval.weight`` (jina-embeddings-v4's per-task
-# adapters), ``lora_A.default.retrieval.weight`` (the same with PEFT's adapter name left in)
-_LORA_KEY = re.compile(rf"(?:^|\.){_PROJECTOR}\.lora_([AB])\.(?:(.+)\.)?(weight|bias)$")
 
 
 @dataclass(frozen=True)
@@ -252,147 +257,56 @@ def export_head(hf_dir: Path, out: Path, *, task: str = DEFAULT_HEAD_TASK) -> Pa
 
 def find_head(hf_dir: Path, *, task: str = DEFAULT_HEAD_TASK) -> HeadTensors | None:
     """The multi-vector head of the checkpoint in ``hf_dir``, with its LoRA for ``task`` merged in; None
-    when no safetensors file of the folder holds one. Anything that cannot be read or merged unambiguously
-    is a :class:`ToolError` that names the file."""
-    files = [_Safetensors.open(p) for p in _checkpoint_files(hf_dir)]
-    weights: list[tuple[_Safetensors, str]] = []
-    biases: list[tuple[_Safetensors, str]] = []
-    lora: dict[str | None, dict[str, tuple[_Safetensors, str]]] = {}
-    other_lora = 0
-    for f in files:
-        for key in f.tensors:
-            if _PROJECTOR not in key:
-                other_lora += int("lora_A" in key)
-                continue
-            if m := _HEAD_KEY.search(key):
-                (weights if m.group(1) == "weight" else biases).append((f, key))
-            elif m := _LORA_KEY.search(key):
-                factor, scope, kind = m.groups()
-                task_name = ".".join(p for p in (scope or "").split(".") if p != "default") or None
-                slot = f"{factor}.{kind}"
-                group = lora.setdefault(task_name, {})
-                if slot in group:
-                    raise ToolError(f"{f.path}: {key} repeats {group[slot][1]} in {group[slot][0].path}")
-                group[slot] = (f, key)
-            else:
-                raise ToolError(
-                    f"{f.path}: {key} is a part of the multi-vector head docvec cannot merge (it knows the "
-                    "linear layer and its LoRA factors lora_A / lora_B)"
-                )
-    if not weights and not biases and not lora:
-        return None
-    for what, found in (("weight", weights), ("bias", biases)):
-        if len(found) != 1:
-            where = ", ".join(f"{k} in {f.path}" for f, k in found) or "none"
-            raise ToolError(f"{hf_dir}: expected one {_PROJECTOR} {what}, found {where}")
-    (wf, wkey), (bf, bkey) = weights[0], biases[0]
-    weight = wf.read(wkey).astype(np.float64)
-    bias = bf.read(bkey).astype(np.float64)
-    if weight.ndim != 2 or bias.shape != (weight.shape[0],):
-        raise ToolError(
-            f"{wf.path}: {wkey} {list(weight.shape)} and {bkey} {list(bias.shape)} are not a linear layer's "
-            "weight [dim, width] and bias [dim]"
+    when no safetensors file of the folder holds one (see :mod:`docvec._tools._safetensors`). Anything that
+    cannot be read or merged unambiguously is a :class:`ToolError` that names the file."""
+    with _checkpoint_errors():
+        headers = {str(p): read_header(LocalFile(p)) for p in _checkpoint_files(hf_dir)}
+        refs = find_head_tensors((name, key) for name, h in headers.items() for key in h.tensors)
+        if not refs.found:
+            return None
+        head = build_head(
+            refs,
+            task,
+            where=str(hf_dir),
+            header=headers.__getitem__,
+            adapter_config=lambda lora_file: _adapter_config(hf_dir, Path(lora_file)),
         )
-    source = f"{hf_dir.resolve().name}: {wkey} ({wf.path.name})"
-    if lora:
-        weight, bias, merged = _merge_lora(hf_dir, weight, bias, lora, task)
-        source += f"; {merged}"
-    if other_lora:
+    if refs.other_lora:
         # the head would then not match the language model the converter writes from the base weights
         log.warning(
             "%s holds LoRA tensors for other modules; the converter does not merge them into the language "
             "model, only the head's LoRA is merged",
             hf_dir,
         )
-    return HeadTensors(np.asarray(weight, np.float32), np.asarray(bias, np.float32), source)
+
+    def show(name: str) -> str:
+        path = Path(name)
+        return str(path.relative_to(hf_dir)) if path.is_relative_to(hf_dir) else name
+
+    return HeadTensors(head.weight, head.bias, f"{hf_dir.resolve().name}: {head.describe(show)}")
 
 
-def _merge_lora(
-    hf_dir: Path,
-    weight: npt.NDArray[np.float64],
-    bias: npt.NDArray[np.float64],
-    lora: dict[str | None, dict[str, tuple[_Safetensors, str]]],
-    task: str,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], str]:
-    """W + s·B·A (and bias + s·b_B), s from the adapter_config.json; returns them and what was merged."""
-    tasks = sorted(lora, key=str)
-    if None in lora and len(lora) > 1:
-        raise ToolError(f"{hf_dir}: the head has LoRA factors both with and without a task name ({tasks})")
-    chosen = None if None in lora else task
-    if chosen not in lora:
-        names = ", ".join(str(t) for t in tasks)
-        raise ToolError(
-            f"{hf_dir}: the head's LoRA has the tasks {names}, not '{task}'; choose one with --head-task"
-        )
-    group = lora[chosen]
-    for slot in ("A.weight", "B.weight"):
-        if slot not in group:
-            f, key = next(iter(group.values()))
-            raise ToolError(f"{f.path}: {key} has no lora_{slot} beside it")
-    if "A.bias" in group:  # LoRA's A has no bias; a file with one is something else
-        f, key = group["A.bias"]
-        raise ToolError(f"{f.path}: {key} is not a LoRA factor docvec knows how to merge")
-    (af, akey), (bf, bkey) = group["A.weight"], group["B.weight"]
-    a = af.read(akey).astype(np.float64)
-    b = bf.read(bkey).astype(np.float64)
-    rank = a.shape[0] if a.ndim == 2 else -1
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != weight.shape[1] or b.shape != (weight.shape[0], rank):
-        raise ToolError(
-            f"{af.path}: the LoRA factors {akey} {list(a.shape)} and {bkey} {list(b.shape)} do not fit the "
-            f"head's weight {list(weight.shape)} (A [r, width], B [dim, r])"
-        )
-    config_path, r, alpha, rslora = _adapter_config(hf_dir, af.path)
-    if r != rank:
-        raise ToolError(f"{config_path}: r is {r}, but {akey} in {af.path} has rank {rank}")
-    scale = alpha / math.sqrt(r) if rslora else alpha / r
-    weight = weight + scale * (b @ a)
-    if "B.bias" in group:
-        bbf, bbkey = group["B.bias"]
-        bias = bias + scale * bbf.read(bbkey).astype(np.float64)
-    label = f"task '{chosen}'" if chosen is not None else "LoRA"
-    what = f"alpha/sqrt(r) = {alpha}/sqrt({r})" if rslora else f"alpha/r = {alpha}/{r}"
+@contextlib.contextmanager
+def _checkpoint_errors() -> Iterator[None]:
+    """A checkpoint file that is not as docvec expects, as a :class:`ToolError` that says what to do."""
     try:
-        shown = af.path.relative_to(hf_dir)
-    except ValueError:
-        shown = af.path
-    return weight, bias, f"{label} from {shown} merged (W + s·B·A, s = {what})"
+        yield
+    except TaskNotFoundError as exc:
+        raise ToolError(f"{exc}; choose one with --head-task") from None
+    except CheckpointError as exc:
+        raise ToolError(f"{exc}. Repair or replace that file, then convert again") from None
 
 
-def _adapter_config(hf_dir: Path, lora_file: Path) -> tuple[Path, int, float, bool]:
-    """The LoRA scale's inputs for the head: (file, r, lora_alpha, use_rslora), from the adapter_config.json
-    beside ``lora_file``, else in ``hf_dir``; per-module ``rank_pattern`` / ``alpha_pattern`` entries that
-    name the head win, as in PEFT."""
+def _adapter_config(hf_dir: Path, lora_file: Path) -> tuple[Path, str]:
+    """The adapter_config.json of the LoRA factors in ``lora_file``: beside it, else in ``hf_dir``."""
     for path in dict.fromkeys((lora_file.parent / "adapter_config.json", hf_dir / "adapter_config.json")):
         if path.is_file():
-            break
-    else:
-        raise ToolError(
-            f"{lora_file} holds LoRA factors for the multi-vector head, but there is no adapter_config.json "
-            f"beside it or in {hf_dir}: its lora_alpha and r are needed to merge it (W + alpha/r·B·A); "
-            "put the adapter's config there and convert again"
-        )
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-        r, alpha = config["r"], config["lora_alpha"]
-        for key, value in (config.get("rank_pattern") or {}).items():
-            if _names_head(key):
-                r = value
-        for key, value in (config.get("alpha_pattern") or {}).items():
-            if _names_head(key):
-                alpha = value
-        r, alpha, rslora = int(r), float(alpha), bool(config.get("use_rslora", False))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ToolError(f"{path}: not an adapter config with r and lora_alpha ({e!r})") from None
-    if r <= 0:
-        raise ToolError(f"{path}: r must be positive, not {r}")
-    return path, r, alpha, rslora
-
-
-def _names_head(pattern: str) -> bool:
-    try:
-        return re.fullmatch(rf"(?:.*\.)?{pattern}", _PROJECTOR) is not None
-    except re.error:
-        return False
+            return path, str(path)
+    raise ToolError(
+        f"{lora_file} holds LoRA factors for the multi-vector head, but there is no adapter_config.json "
+        f"beside it or in {hf_dir}: its lora_alpha and r are needed to merge it (W + alpha/r·B·A); "
+        "put the adapter's config there and convert again"
+    )
 
 
 def _checkpoint_files(hf_dir: Path) -> list[Path]:
@@ -401,7 +315,7 @@ def _checkpoint_files(hf_dir: Path) -> list[Path]:
     files: dict[Path, None] = {}
     index = hf_dir / _INDEX
     if index.is_file():
-        for name in _weight_map(index).values():
+        for name in read_weight_map(index, str(index)).values():
             path = hf_dir / name
             if not path.is_file():
                 raise ToolError(f"{index} lists {name}, which is not in {hf_dir}")
@@ -412,16 +326,6 @@ def _checkpoint_files(hf_dir: Path) -> list[Path]:
     return list(files)
 
 
-def _weight_map(index: Path) -> dict[str, str]:
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        if not isinstance(weight_map, dict):
-            raise TypeError("weight_map is not a mapping")
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ToolError(f"{index}: not a safetensors index ({e!r})") from None
-    return {str(k): str(v) for k, v in weight_map.items()}
-
-
 @contextlib.contextmanager
 def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
     """``hf_dir`` as llama.cpp's converter may read it: the folder itself when none of the weight files the
@@ -429,18 +333,19 @@ def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
     the same name under ``out_dir`` with links to everything else, those files rewritten without them
     (streamed: one tensor's bytes at a time) and the index to match."""
     index = hf_dir / _INDEX
-    weight_map = _weight_map(index) if index.is_file() else {}
-    parts = (
-        [hf_dir / n for n in dict.fromkeys(weight_map.values())]
-        if weight_map
-        else sorted(p for p in hf_dir.glob("model*.safetensors"))
-    )
-    dirty = {}
-    for path in parts:
-        f = _Safetensors.open(path)
-        drop = {k for k in f.tensors if _PROJECTOR in k}
-        if drop:
-            dirty[path.name] = (f, drop)
+    with _checkpoint_errors():
+        weight_map = read_weight_map(index, str(index)) if index.is_file() else {}
+        parts = (
+            [hf_dir / n for n in dict.fromkeys(weight_map.values())]
+            if weight_map
+            else sorted(p for p in hf_dir.glob("model*.safetensors"))
+        )
+        dirty: dict[str, tuple[Header, set[str]]] = {}
+        for path in parts:
+            header = read_header(LocalFile(path))
+            drop = {k for k in header.tensors if is_head_key(k)}
+            if drop:
+                dirty[path.name] = (header, drop)
     if not dirty:
         yield hf_dir
         return
@@ -453,14 +358,15 @@ def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
             if entry.name not in dirty and entry.name != _INDEX:
                 (view / entry.name).symlink_to(entry.resolve())
         kept_files = set()
-        for name, (f, drop) in dirty.items():
-            if f.copy_without(view / name, drop):
-                kept_files.add(name)
+        with _checkpoint_errors():
+            for name, (header, drop) in dirty.items():
+                if copy_without(header, view / name, drop):
+                    kept_files.add(name)
         if weight_map:
             kept = {
                 k: v
                 for k, v in weight_map.items()
-                if _PROJECTOR not in k and (v not in dirty or v in kept_files)
+                if not is_head_key(k) and (v not in dirty or v in kept_files)
             }
             raw = json.loads(index.read_text(encoding="utf-8"))
             raw["weight_map"] = kept
@@ -469,90 +375,3 @@ def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
         yield view
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-# safetensors: an 8-byte little-endian header length, a JSON header {name: {dtype, shape, data_offsets}},
-# then the data. Read here rather than with the safetensors package so that BF16 (which numpy lacks) needs
-# no PyTorch, and so that a file can be rewritten without some tensors one tensor at a time.
-_ST_DTYPES: dict[str, str] = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
-_MAX_HEADER = 100 << 20
-
-
-@dataclass(frozen=True)
-class _Safetensors:
-    path: Path
-    tensors: dict[str, dict[str, Any]]
-    metadata: dict[str, str] | None
-    data_start: int
-
-    @classmethod
-    def open(cls, path: Path) -> _Safetensors:
-        try:
-            with path.open("rb") as f:
-                head = f.read(8)
-                if len(head) != 8:
-                    raise ValueError("shorter than a header")
-                (n,) = struct.unpack("<Q", head)
-                if n > _MAX_HEADER:
-                    raise ValueError(f"a header of {n} bytes")
-                raw = f.read(n)
-                if len(raw) != n:
-                    raise ValueError("the header is cut short")
-            header = json.loads(raw)
-            if not isinstance(header, dict):
-                raise ValueError("the header is not a JSON object")
-            metadata = header.pop("__metadata__", None)
-            size = path.stat().st_size
-            for name, info in header.items():
-                begin, end = info["data_offsets"]
-                if not 0 <= begin <= end <= size - 8 - n:
-                    raise ValueError(f"{name} lies outside the file")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ToolError(f"{path}: not a readable safetensors file ({e})") from None
-        return cls(path, header, metadata, 8 + n)
-
-    def read(self, key: str) -> npt.NDArray[np.float32]:
-        """One tensor, as float32."""
-        info = self.tensors[key]
-        dtype = _ST_DTYPES.get(info["dtype"])
-        if dtype is None:
-            raise ToolError(f"{self.path}: {key} is {info['dtype']}; the head must be F32, F16, BF16 or F64")
-        begin, end = info["data_offsets"]
-        with self.path.open("rb") as f:
-            f.seek(self.data_start + begin)
-            data = np.frombuffer(f.read(end - begin), dtype)
-        shape = tuple(int(d) for d in info["shape"])
-        if data.size != math.prod(shape):
-            raise ToolError(f"{self.path}: {key} holds {data.size} numbers, not {shape}")
-        if info["dtype"] == "BF16":  # the upper half of a float32
-            return (data.astype(np.uint32) << 16).view(np.float32).reshape(shape)
-        return data.astype(np.float32).reshape(shape)
-
-    def copy_without(self, out: Path, drop: set[str]) -> bool:
-        """Write this file without the tensors ``drop`` to ``out``; False (and no file) when none is left."""
-        kept = sorted(
-            ((k, v) for k, v in self.tensors.items() if k not in drop), key=lambda kv: kv[1]["data_offsets"]
-        )
-        if not kept:
-            return False
-        header: dict[str, Any] = {"__metadata__": self.metadata} if self.metadata else {}
-        offset = 0
-        for name, info in kept:
-            begin, end = info["data_offsets"]
-            header[name] = {**info, "data_offsets": [offset, offset + end - begin]}
-            offset += end - begin
-        raw = json.dumps(header, separators=(",", ":")).encode()
-        raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned, as the safetensors writer does
-        with self.path.open("rb") as src, out.open("wb") as dst:
-            dst.write(struct.pack("<Q", len(raw)) + raw)
-            for _, info in kept:
-                begin, end = info["data_offsets"]
-                src.seek(self.data_start + begin)
-                left = end - begin
-                while left:
-                    chunk = src.read(min(left, 64 << 20))
-                    if not chunk:
-                        raise ToolError(f"{self.path}: cut short while copying it")
-                    dst.write(chunk)
-                    left -= len(chunk)
-        return True

@@ -7,8 +7,9 @@ second pull reuses what is there and an interrupted one resumes (what is pulled:
 A model whose registry entry names a head source also gets its multi-vector head
 (:mod:`docvec._model._head`), which the published GGUFs lack: the projector's weights are read out of the full
 Hugging Face checkpoint by HTTP Range requests (the safetensors header, then only the projector's bytes,
-never the multi-GB shards), the task adapter's LoRA for it is merged in, and the result is written to
-docvec's own cache folder, so that a second pull reads nothing.
+never the multi-GB shards), the task adapter's LoRA for it is merged in (both as ``docvec models convert``
+does for a local checkpoint: :mod:`docvec._tools._safetensors`), and the result is written to docvec's own
+cache folder, so that a second pull reads nothing.
 
 Every huggingface_hub or network failure is turned into a :class:`~docvec.ToolError` that names the
 repository and the file and says what to do.
@@ -16,16 +17,13 @@ repository and the file and says what to do.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
+import posixpath
 import re
-import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +53,17 @@ from .._model._files import ModelFiles
 from .._model._head import FILE_NAME as HEAD_FILE_NAME
 from .._model._head import write_head
 from .._model._registry import RegistryModel, cached_head, get_model, head_root, lm_file, ref_file
+from ._safetensors import (
+    PROJECTOR,
+    CheckpointError,
+    Header,
+    LocalFile,
+    Readable,
+    build_head,
+    find_head_tensors,
+    read_header,
+    read_weight_map,
+)
 
 __all__ = ["pull"]
 
@@ -82,7 +91,7 @@ def pull(
     revision points at is reused without reading anything.
 
     Args:
-        name: a registry name (see :func:`registry_names`).
+        name: a registry name (see :func:`docvec._model._registry.registry_names`).
         quant: a quantization of the language model (e.g. ``"Q4_K_M"``, case-insensitive); default the
             model's ``default_quant``.
         cache_dir: Hugging Face cache folder to use instead of the default.
@@ -217,57 +226,13 @@ def _status(exc: HfHubHTTPError) -> int | None:
 
 # --- the multi-vector head ------------------------------------------------------------------------------
 
-#: the head's tensor in the checkpoint (possibly under a prefix), and the module its LoRA names
-_PROJECTOR = "multi_vector_projector"
 #: Adapter files up to this size are downloaded whole into the HF cache; larger ones are range-read. The
 #: whole file costs 2 requests (HEAD, GET) and stays cached; a range read costs 4 (length, header, A, B) and
 #: keeps nothing. At a few MB/s a file this small takes about as long either way, while jina-embeddings-v4's
 #: adapter (343 MB, all three tasks in one file) holds ~0.4 MB for the head's LoRA: range-read.
 _WHOLE_FILE_LIMIT = 8 << 20
-#: the safetensors format caps its JSON header at 100 MB: a larger length means this is no safetensors file
-_MAX_HEADER = 100_000_000
-#: tensors closer than this in one file are fetched in one range (one round trip instead of two)
-_MERGE_GAP = 64 << 10
 
 _Array = npt.NDArray[np.float32]
-
-
-class _HeadError(Exception):
-    """The checkpoint is not laid out as docvec expects (a file, tensor or field missing or malformed)."""
-
-
-class _Readable(Protocol):
-    """A file that can be read by byte ranges: a Hub file (HTTP Range) or a downloaded one."""
-
-    name: str
-
-    def read(self, start: int, stop: int) -> bytes:
-        """Bytes ``start`` to ``stop`` (exclusive) of the file."""
-        ...
-
-
-@dataclass(frozen=True)
-class _TensorSpan:
-    """Where one tensor lies in a safetensors file (absolute byte offsets) and how to decode it."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    start: int
-    stop: int
-
-
-class _LocalFile:
-    """A file on disk, read by byte ranges."""
-
-    def __init__(self, path: Path, name: str) -> None:
-        self.path = path
-        self.name = name
-
-    def read(self, start: int, stop: int) -> bytes:
-        """Bytes ``start`` to ``stop`` (exclusive); short at the end of the file."""
-        with self.path.open("rb") as f:
-            f.seek(start)
-            return f.read(stop - start)
 
 
 class _HubFile:
@@ -287,6 +252,8 @@ class _HubFile:
         self.token = token
         self.advice = advice
         self.url = hf_hub_url(repo_id, name, revision=commit)
+        #: the file's length, from the first answer (Content-Range, or the Content-Length of a whole file)
+        self.size: int | None = None
 
     def read(self, start: int, stop: int) -> bytes:
         """Bytes ``start`` to ``stop`` (exclusive); a failure is a :class:`ToolError` naming the file."""
@@ -303,9 +270,13 @@ class _HubFile:
             ) as response:
                 hf_raise_for_status(response)
                 if response.status_code == 206:
+                    total = response.headers.get("Content-Range", "").rpartition("/")[2]
                     data = response.read()
                 else:
+                    total = response.headers.get("Content-Length", "")
                     data = _slice_of_whole(response.iter_bytes(), start, stop, self.name)
+                if total.isdigit():
+                    self.size = int(total)
         except Exception as exc:  # huggingface_hub, httpx and OS errors: none may escape
             raise ToolError(
                 _failure_message(exc, self.repo_id, self.name, self.commit, self.advice, verb="read")
@@ -397,7 +368,7 @@ def _pull_head(
     if not path.is_file():
         try:
             weight, bias, source = _fetch_head(model, commit, cache_dir, token, advice)
-        except _HeadError as exc:
+        except CheckpointError as exc:
             raise ToolError(
                 f"could not build the multi-vector head of {model.name} from https://huggingface.co/{repo} "
                 f"(revision {commit}): {exc}; docvec's registry entry is out of date, {advice.otherwise}."
@@ -419,112 +390,49 @@ def _fetch_head(
 ) -> tuple[_Array, _Array, str]:
     """Read the base head out of the checkpoint at ``commit`` and merge the adapter's LoRA for it.
 
-    Returns the weight [dim, width], the bias [dim] (float32) and a ``source`` line for the head file.
+    The tensors the index lists and the adapter's are sorted as :mod:`docvec._tools._safetensors` sorts a
+    local checkpoint's; only the headers and the head's bytes are read. Returns the weight [dim, width], the
+    bias [dim] (float32) and a ``source`` line for the head file.
     """
     assert model.head_repo is not None
     repo = model.head_repo
     index_path = _download(repo, model.head_index, commit, cache_dir, token, advice)
-    weight_map = _weight_map(index_path, model.head_index)
-    weight_key = _projector_key(weight_map, model.head_index)
-    bias_key = weight_key[: -len("weight")] + "bias"
-    if bias_key not in weight_map:
-        raise _HeadError(f"{model.head_index} names {weight_key} but no {bias_key}")
-    base: dict[str, _Array] = {}
-    for shard in sorted({weight_map[weight_key], weight_map[bias_key]}):
-        wanted = [k for k in (weight_key, bias_key) if weight_map[k] == shard]
-        base.update(_read_tensors(_HubFile(repo, shard, commit, token, advice), wanted))
-    weight, bias = base[weight_key], base[bias_key]
-    if weight.ndim != 2 or bias.shape != (weight.shape[0],):
-        raise _HeadError(f"{weight_key} is {list(weight.shape)} and {bias_key} {list(bias.shape)}")
-    shards = ", ".join(sorted({weight_map[weight_key], weight_map[bias_key]}))
-    where = f"{repo}@{commit}: {weight_key} from {shards}"
-    if model.head_adapter is None:
-        return weight, bias, f"{where}; no adapter"
-    adapter = model.head_adapter.strip("/")
-    config_name, tensors_name = f"{adapter}/adapter_config.json", f"{adapter}/adapter_model.safetensors"
-    scale, r, alpha = _lora_scale(_download(repo, config_name, commit, cache_dir, token, advice), config_name)
-    adapter_file = _open_adapter(repo, tensors_name, commit, cache_dir, token, advice)
-    header = _safetensors_header(adapter_file)
-    a_key = _lora_key(header, model.head_task, tensors_name)
-    if a_key is None:
+    entries = [(shard, key) for key, shard in read_weight_map(index_path, model.head_index).items()]
+    headers: dict[str, Header] = {}
+    adapter = None
+    if model.head_adapter is not None:
+        adapter = f"{model.head_adapter.strip('/')}/adapter_model.safetensors"
+        headers[adapter] = read_header(_open_adapter(repo, adapter, commit, cache_dir, token, advice))
+        entries += [(adapter, key) for key in headers[adapter].tensors]
+
+    def header(name: str) -> Header:
+        if name not in headers:
+            headers[name] = read_header(_HubFile(repo, name, commit, token, advice))
+        return headers[name]
+
+    def adapter_config(lora_file: str) -> tuple[Path, str]:
+        name = posixpath.join(posixpath.dirname(lora_file), "adapter_config.json")
+        return _download(repo, name, commit, cache_dir, token, advice), name
+
+    head = build_head(
+        find_head_tensors(entries),
+        model.head_task,
+        where=model.head_index,
+        header=header,
+        adapter_config=adapter_config,
+    )
+    source = f"{repo}@{commit}: {head.describe()}"
+    if adapter is None:
+        source += "; no adapter"
+    elif head.lora is None:
         # the adapter leaves the head alone (it may fine-tune the decoder only): the base head is the head
-        return weight, bias, f"{where}; {tensors_name} has no LoRA for {_PROJECTOR}: base head as is"
-    b_key = a_key.replace("lora_A", "lora_B")
-    if b_key not in header:
-        raise _HeadError(f"{tensors_name} has {a_key} but no {b_key}")
-    # PEFT's lora_bias=True gives lora_B a bias of its own, scaled like the product; jina's has none
-    b_bias_key = b_key[: -len("weight")] + "bias" if b_key.endswith(".weight") else ""
-    keys = [a_key, b_key, *([b_bias_key] if b_bias_key in header else [])]
-    lora = _read_tensors(adapter_file, keys, header)
-    lora_a, lora_b = lora[a_key], lora[b_key]
-    # A is [r, width], B is [dim, r] (PEFT's nn.Linear layout, as W is [dim, width])
-    if (
-        lora_a.ndim != 2
-        or lora_b.ndim != 2
-        or lora_a.shape != (r, weight.shape[1])
-        or lora_b.shape != (weight.shape[0], r)
-    ):
-        raise _HeadError(
-            f"{tensors_name}: {a_key} is {list(lora_a.shape)} and {b_key} {list(lora_b.shape)}, not "
-            f"[{r}, {weight.shape[1]}] and [{weight.shape[0]}, {r}] (r={r} in {config_name}, head "
-            f"{list(weight.shape)})"
-        )
-    merged = weight + np.float32(scale) * (lora_b @ lora_a)
-    source = f"{where}; + {a_key}/lora_B of {tensors_name} merged (r={r}, alpha={alpha:g}, scale {scale:g})"
-    if b_bias_key in lora:
-        if lora[b_bias_key].shape != bias.shape:
-            raise _HeadError(
-                f"{tensors_name}: {b_bias_key} is {list(lora[b_bias_key].shape)}, not {list(bias.shape)}"
-            )
-        bias = bias + np.float32(scale) * lora[b_bias_key]
-        source += f", with {b_bias_key}"
-    return merged, bias, source
-
-
-def _weight_map(path: Path, name: str) -> dict[str, str]:
-    """The ``weight_map`` of a shard index: tensor name -> shard file name."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise _HeadError(f"{name} is not readable JSON ({exc})") from None
-    weight_map = data.get("weight_map") if isinstance(data, dict) else None
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise _HeadError(f"{name} has no weight_map of tensor names to shard files")
-    return weight_map
-
-
-def _projector_key(weight_map: Mapping[str, str], index_name: str) -> str:
-    """The one tensor name that is the head's weight (``multi_vector_projector.weight``, any prefix)."""
-    suffix = f"{_PROJECTOR}.weight"
-    keys = [k for k in weight_map if k == suffix or k.endswith("." + suffix)]
-    if not keys:
-        raise _HeadError(f"{index_name} names no tensor ending in {suffix}")
-    if len(keys) > 1:
-        raise _HeadError(f"{index_name} names {len(keys)} tensors ending in {suffix}: {', '.join(keys)}")
-    return keys[0]
-
-
-def _lora_scale(path: Path, name: str) -> tuple[float, int, float]:
-    """The LoRA scale of an adapter_config.json (``lora_alpha / r``, or ``lora_alpha / sqrt(r)`` with
-    rsLoRA, as PEFT scales), with ``r`` and ``lora_alpha``."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise _HeadError(f"{name} is not readable JSON ({exc})") from None
-    r = config.get("r") if isinstance(config, dict) else None
-    alpha = config.get("lora_alpha") if isinstance(config, dict) else None
-    if not isinstance(r, int) or isinstance(r, bool) or r <= 0:
-        raise _HeadError(f"{name} has no positive integer r (the LoRA rank): {r!r}")
-    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
-        raise _HeadError(f"{name} has no number lora_alpha: {alpha!r}")
-    rslora = bool(config.get("use_rslora", False))
-    scale = alpha / math.sqrt(r) if rslora else alpha / r
-    return scale, r, float(alpha)
+        source += f"; {adapter} has no LoRA for {PROJECTOR}: base head as is"
+    return head.weight, head.bias, source
 
 
 def _open_adapter(
     repo: str, name: str, commit: str, cache_dir: Path | None, token: str | None, advice: _Advice
-) -> _Readable:
+) -> Readable:
     """The adapter's safetensors: downloaded whole when small (see :data:`_WHOLE_FILE_LIMIT`), else read
     by ranges from the Hub. Its size comes from the Hub's file metadata (a HEAD request)."""
     try:
@@ -534,107 +442,6 @@ def _open_adapter(
     except Exception as exc:  # huggingface_hub, httpx and OS errors: none may escape
         raise ToolError(_failure_message(exc, repo, name, commit, advice)) from exc
     if size is not None and size <= _WHOLE_FILE_LIMIT:
-        return _LocalFile(_download(repo, name, commit, cache_dir, token, advice), name)
+        return LocalFile(_download(repo, name, commit, cache_dir, token, advice), name)
     logger.info("%s is %s bytes: reading only the head's LoRA from it", name, size)
     return _HubFile(repo, name, commit, token, advice)
-
-
-def _lora_key(header: Mapping[str, _TensorSpan], task: str, name: str) -> str | None:
-    """The head's ``lora_A`` tensor for ``task`` in an adapter's header; ``None`` when it has none.
-
-    A multi-task adapter (jina's) names the task right after ``lora_A``
-    (``...multi_vector_projector.lora_A.retrieval.weight``); a single-task one does not
-    (``...multi_vector_projector.lora_A.weight``), and then its one LoRA is taken.
-    """
-
-    def after_lora_a(key: str) -> list[str]:
-        parts = key.split(".")
-        return parts[parts.index("lora_A") + 1 :]
-
-    found = [k for k in header if _PROJECTOR in k.split(".") and "lora_A" in k.split(".")]
-    if not found:
-        return None
-    for_task = [k for k in found if task in after_lora_a(k)]
-    if len(for_task) == 1:
-        return for_task[0]
-    if not for_task and len(found) == 1 and after_lora_a(found[0]) == ["weight"]:
-        return found[0]
-    raise _HeadError(
-        f"{name} has no single LoRA for {_PROJECTOR} and task {task!r}: it has {', '.join(sorted(found))}"
-    )
-
-
-def _safetensors_header(file: _Readable) -> dict[str, _TensorSpan]:
-    """The tensors of a safetensors file, from its header (an 8-byte little-endian length, then JSON)."""
-    head = file.read(0, 8)
-    if len(head) != 8:
-        raise _HeadError(f"{file.name} is shorter than a safetensors header")
-    (length,) = struct.unpack("<Q", head)
-    if not 2 <= length <= _MAX_HEADER:
-        raise _HeadError(f"{file.name} is not a safetensors file (header length {length})")
-    raw = file.read(8, 8 + length)
-    try:
-        header = json.loads(raw)
-    except ValueError as exc:
-        raise _HeadError(f"{file.name} has a corrupt safetensors header ({exc})") from None
-    if not isinstance(header, dict):
-        raise _HeadError(f"{file.name} has a corrupt safetensors header (not a JSON object)")
-    spans: dict[str, _TensorSpan] = {}
-    for key, entry in header.items():
-        if key == "__metadata__":
-            continue
-        try:
-            begin, end = (int(x) for x in entry["data_offsets"])
-            spans[key] = _TensorSpan(
-                str(entry["dtype"]),
-                tuple(int(n) for n in entry["shape"]),
-                8 + length + begin,
-                8 + length + end,
-            )
-        except (KeyError, TypeError, ValueError):
-            raise _HeadError(f"{file.name}: the header entry of {key} is malformed") from None
-    return spans
-
-
-def _read_tensors(
-    file: _Readable, keys: list[str], header: Mapping[str, _TensorSpan] | None = None
-) -> dict[str, _Array]:
-    """Tensors ``keys`` of a safetensors file as float32, reading only their bytes (neighbours closer than
-    :data:`_MERGE_GAP` in one range)."""
-    spans = header if header is not None else _safetensors_header(file)
-    missing = [k for k in keys if k not in spans]
-    if missing:
-        raise _HeadError(f"{file.name} has no tensor {', '.join(missing)}")
-    ordered = sorted(keys, key=lambda k: spans[k].start)
-    out: dict[str, _Array] = {}
-    group: list[str] = []
-    for key in [*ordered, ""]:
-        if group and (not key or spans[key].start - spans[group[-1]].stop > _MERGE_GAP):
-            lo, hi = spans[group[0]].start, max(spans[k].stop for k in group)
-            data = file.read(lo, hi)
-            for k in group:
-                out[k] = _decode(spans[k], data[spans[k].start - lo : spans[k].stop - lo], k, file.name)
-            group = []
-        if key:
-            group.append(key)
-    return out
-
-
-def _decode(span: _TensorSpan, data: bytes, key: str, name: str) -> _Array:
-    """A safetensors tensor (BF16, F16 or F32, little-endian) as float32. BF16 is the upper 16 bits of a
-    float32, so widening it is a shift, exact."""
-    count = math.prod(span.shape)
-    if span.dtype == "BF16":
-        raw = np.frombuffer(data, dtype="<u2")
-        values = (raw.astype(np.uint32) << 16).view(np.float32)
-    elif span.dtype == "F16":
-        values = np.frombuffer(data, dtype="<f2").astype(np.float32)
-    elif span.dtype == "F32":
-        values = np.frombuffer(data, dtype="<f4").astype(np.float32)
-    else:
-        raise _HeadError(f"{name}: {key} is {span.dtype}; docvec reads BF16, F16 and F32")
-    if values.size != count:
-        raise _HeadError(
-            f"{name}: {key} holds {len(data)} bytes, not the {count} values of {list(span.shape)}"
-        )
-    return values.reshape(span.shape)
