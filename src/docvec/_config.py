@@ -135,8 +135,8 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
         description=(
-            "Downloads and build outputs: the llama-cpp-python source and built wheels, the tiny test model, "
-            "pulled multi-vector heads, the demo's data folder."
+            "Downloads and build outputs: the llama-cpp-python source and built wheels, rebuilt tokenizers, "
+            "the tiny test model, pulled multi-vector heads, the demo's data folder."
         ),
     )
     model: str = Field(
