@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.docvec-setup
 
-.PHONY: setup demo test lint browser bench bench-full bench-ingest bench-search bench-reindex schemas clean
+.PHONY: setup demo test lint browser bench bench-full bench-ingest bench-search bench-reindex schemas docs clean
 
 setup: $(STAMP)
 
@@ -54,6 +54,10 @@ bench-reindex: setup
 
 schemas: setup
 	$(PY) -m docvec._cli._schemas schemas
+
+# docs/settings.md, from the settings model (src/docvec/_config.py); a test keeps it in sync
+docs: setup
+	$(PY) -m docvec._cli._docs docs
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -3,7 +3,8 @@ that overlap (a schedule firing while the last run still works, a batch query me
 for each other instead of failing:
 
 - ``docvec-store-writes`` (limit 1): the embedded store (``DOCVEC_QDRANT_URL`` unset) has one owner at a
-  time, and a second process that opens it fails (``StoreBusyError``). Every run that opens it takes this
+  time, and a second process that opens it waits up to ``DOCVEC_STORE_WAIT_S``, then fails
+  (``StoreBusyError``). Every run that opens it takes this
   slot, a batch query too (even a reader owns the embedded store). A Qdrant server takes writers side by
   side (point ids are deterministic), so with one no run takes this slot.
 - ``docvec-embed`` (default 1): one slot per model instance a run loads, held from opening the index to

@@ -15,8 +15,9 @@ Failed when more documents or pages failed than ``max_failures`` (default 0), so
 in the Prefect UI; its result is the report all the same.
 
 Settings (model, data folder, Qdrant URL, ...) come from DOCVEC_* variables as for the CLI. The embedded
-store has one owner: while this flow runs, `docvec ingest` and `docvec serve` cannot open it. Runs of the
-flows that overlap wait for each other on Prefect global concurrency limits (flows/_limits.py).
+store has one owner: while `docvec serve` holds it, the flow sends its work to the server; while this flow
+holds it, a `docvec ingest` waits its turn (DOCVEC_STORE_WAIT_S) and `docvec serve` refuses to start. Runs
+of the flows that overlap wait for each other on Prefect global concurrency limits (flows/_limits.py).
 """
 
 from __future__ import annotations

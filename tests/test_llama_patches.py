@@ -47,7 +47,7 @@ def _embed_in_subprocess(files: ModelFiles) -> subprocess.CompletedProcess[str]:
 
 
 def test_quantized_model_on_this_cpu(tiny_files: ModelFiles, tiny_quantized: dict[str, ModelFiles]) -> None:
-    """0001-amx-tile-config-dead-stores.patch: quantized models on AMX CPUs (this machine class).
+    """0001-amx-tile-config-dead-stores.patch: quantized models on AMX CPUs (Intel Sapphire Rapids and later).
 
     Unpatched, ggml's AMX matmul loads a tile configuration whose stores GCC deleted and dies with
     SIGSEGV on the first multi-token batch; on CPUs without AMX this path is not taken and the test

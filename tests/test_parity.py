@@ -1,7 +1,7 @@
 """llama.cpp embeddings against the PyTorch reference on the same weights.
 
 The reference is transformers' Qwen2.5-VL with the PIL image processor and jina-v4's prompts and pooling
-(docvec.reference), on the checkpoint the GGUFs were converted from. Bar: pooled cosine >= 0.99999.
+(tests/reference.py), on the checkpoint the GGUFs were converted from. Bar: pooled cosine >= 0.99999.
 """
 
 from __future__ import annotations

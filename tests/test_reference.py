@@ -1,4 +1,4 @@
-"""docvec.reference: the transformers oracle for jina-embeddings-v4 embeddings, on the tiny checkpoint."""
+"""tests/reference.py: the transformers oracle for jina-embeddings-v4 embeddings, on the tiny checkpoint."""
 
 from __future__ import annotations
 

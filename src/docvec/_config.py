@@ -46,21 +46,44 @@ class EmbedSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid")
 
     dim: int | None = Field(
-        None, ge=1, description="Output size: the model's full size, or one of its Matryoshka truncations."
+        None,
+        ge=1,
+        description=(
+            "Output size: the model's full size (its default), or one of its Matryoshka truncations "
+            "(jina-embeddings-v4: 2048, 1024, 512, 256, 128), re-normalised."
+        ),
     )
     threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores.")
     gpu_layers: int = Field(0, ge=-1, description="Language-model layers offloaded to a GPU (-1: all).")
-    vision_gpu: bool = Field(False, description="Run the vision encoder (mmproj) on the GPU.")
+    vision_gpu: bool = Field(
+        False, description="Run the vision encoder (mmproj) on the GPU (needs a GPU build of llama.cpp)."
+    )
     min_pixels: int | None = Field(
-        None, ge=1, description="Smallest image area after resizing; default: the model's."
+        None,
+        ge=1,
+        description=(
+            "Smallest image area after resizing, in pixels; default: the model's (jina-embeddings-v4: 3136, "
+            "4 image tokens of 28x28 px)."
+        ),
     )
     max_pixels: int | None = Field(
-        None, ge=1, description="Largest image area after resizing (the page budget); default: the model's."
+        None,
+        ge=1,
+        description=(
+            "Largest image area after resizing, in pixels: the page budget PDF pages are rendered near; "
+            "default: the model's (jina-embeddings-v4: 602112, 768 image tokens of 28x28 px)."
+        ),
     )
     # 1024 holds a whole page at jina-v4's budget (up to 768 image tokens plus the prompt): one call reads
     # the language model's weights once a page; its time drops 9% against 256 at 3B size (llama.cpp/README.md)
     decode_batch: int = Field(
-        1024, ge=1, le=8192, description="Tokens decoded per llama.cpp call; bounds memory for large images."
+        1024,
+        ge=1,
+        le=8192,
+        description=(
+            "Tokens decoded per llama.cpp call: 1024 holds a whole page at jina-embeddings-v4's budget; "
+            "lower it to bound memory on larger pages."
+        ),
     )
     max_text_tokens: int = Field(8192, ge=16, description="Longer texts are truncated (with a warning).")
 
@@ -77,7 +100,9 @@ class RenderSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid")
 
     workers: int = Field(1, ge=1, le=64, description="Rendering processes (PDFium is not thread-safe).")
-    timeout_s: float = Field(RENDER_TIMEOUT_S, gt=0, description="Time limit for rendering one document.")
+    timeout_s: float = Field(
+        RENDER_TIMEOUT_S, gt=0, description="Time limit for rendering one document, in seconds."
+    )
     max_memory_mb: int = Field(
         DECODE_BUDGET_MB,
         ge=64,
@@ -100,10 +125,19 @@ class Settings(BaseSettings):
         extra="ignore",
     )
 
-    data_dir: Path = Field(default_factory=_default_data_dir, description="Where docvec keeps its data.")
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description=(
+            "Where docvec keeps its data: the embedded store (qdrant/), the page images (pages/) and "
+            "uploaded documents (uploads/)."
+        ),
+    )
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
-        description="Downloads and build outputs: the llama-cpp-python source, built wheels, test models.",
+        description=(
+            "Downloads and build outputs: the llama-cpp-python source and built wheels, rebuilt tokenizers, "
+            "the tiny test model, pulled multi-vector heads, the demo's data folder."
+        ),
     )
     model: str = Field(
         "jina-v4",
@@ -111,7 +145,11 @@ class Settings(BaseSettings):
     )
     collection: str = Field("docvec", description="The Qdrant collection pages are indexed into.")
     qdrant_url: str | None = Field(
-        None, description="A Qdrant server or cluster; unset: the embedded store under data_dir/qdrant."
+        None,
+        description=(
+            "A Qdrant server or cluster (needs `pip install 'docvec[server]'`); unset: the embedded store "
+            "under data_dir/qdrant."
+        ),
     )
     qdrant_api_key: str | None = Field(None, description="API key of the Qdrant server.")
     multivector: bool = Field(
@@ -155,8 +193,8 @@ class Settings(BaseSettings):
         600.0,
         ge=0,
         description=(
-            "How long a command or flow waits for the embedded store while another docvec process (not a "
-            "server, whose work it sends there) holds it, before it gives up."
+            "How long, in seconds, a command or flow waits for the embedded store while another docvec "
+            "process (not a server, whose work it sends there) holds it, before it gives up."
         ),
     )
     api_key: str | None = Field(None, description="When set, the REST API asks for it (X-API-Key header).")
@@ -169,7 +207,13 @@ class Settings(BaseSettings):
             "indexed in the background (202, with a job to follow at /jobs/{id})."
         ),
     )
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING",
+        description=(
+            "What the `docvec` commands log to stderr (`docvec serve` takes its own --log-level, default "
+            "info)."
+        ),
+    )
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
 

@@ -104,8 +104,8 @@ def _show_report(report: IngestReport, as_json: bool, prefix: str = "") -> None:
 
 @app.command()
 def documents(collection: CollectionOption = None, as_json: JsonFlag = False) -> None:
-    """List the indexed documents: id, name, pages, tags, when indexed (--json: a list of documents,
-    schemas/documents.schema.json)."""
+    """List the indexed documents: id, name, pages, tags, when indexed (--json: a list of documents, each
+    as schemas/api-document-summary.schema.json)."""
     s = settings(collection=collection)
     found: list[DocumentSummary] = []
     with errors(), open_index(s, create=False) as index:
@@ -198,7 +198,7 @@ def search(
 @app.command("eval")
 def eval_(
     dataset: Annotated[
-        Path, typer.Argument(help="Folder with queries.jsonl, qrels.tsv and corpus/ (see the README).")
+        Path, typer.Argument(help="Folder with queries.jsonl, qrels.tsv and corpus/ (see docs/cli.md).")
     ],
     k: Annotated[int, typer.Option("-k", help="Cut-off of recall@k (1-100).")] = 10,
     mode: Annotated[

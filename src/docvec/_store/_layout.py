@@ -38,7 +38,7 @@ class Layout:
     quantile: float = 0.99
     oversampling: float = 2.0
     #: the exhaustive MaxSim's: its int8 scan put the true top 10 within the best 2 * 10 at 2k and 10k
-    #: pages in the benchmark, within the best 10 for 97.5%; rescoring 40 pages costs ~3 ms of ~470
+    #: pages in the benchmark, within the best 10 for 97.5%; rescoring 40 pages costs ~3 ms of ~498
     token_oversampling: float = 4.0
     #: The storage format new collections get, recorded with each version so that a reindex can bring an
     #: older one up to date: 1, float32 vectors and an HNSW graph; 2, float16 with an int8 copy of the page
