@@ -16,6 +16,7 @@ from docvec._tools._convert import convert_checkpoint
 from docvec._tools._tiny import build_tiny_model
 from docvec._tools._toolchain import LlamaCppSource
 
+from . import fakehub
 from .documents import DOCUMENTS, extended_corpus, make_text_pdf
 from .helpers import BOOK_PAGES, REPORTED, ROOT
 from .isolation import Isolation
@@ -170,6 +171,18 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with prefect_test_harness(server_startup_timeout=180):
         yield
     mp.undo()
+
+
+@pytest.fixture()
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No Hugging Face Hub: offline mode on, sockets off, no token of the user's (see tests/fakehub.py)."""
+    fakehub.go_offline(monkeypatch, tmp_path)
+
+
+@pytest.fixture()
+def fake_hub(offline: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[fakehub.FakeHub]:
+    """A Hub on 127.0.0.1, online mode, sockets allowed to loopback only (see tests/fakehub.py)."""
+    yield from fakehub.run_fake_hub(monkeypatch)
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,8 @@ from docvec._cli import app
 from docvec._model._registry import REGISTRY
 from docvec._records import EmbeddingRecord
 
+from .fakehub import fill_cache
 from .helpers import page_image
-from .test_hub import fill_cache
 
 runner = CliRunner()
 

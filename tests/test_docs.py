@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings
 from docvec import Settings
 from docvec._cli._docs import render_docs, render_settings
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 
 @pytest.mark.parametrize("name", sorted(render_docs()))

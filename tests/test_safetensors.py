@@ -1,6 +1,6 @@
 """One checkpoint, one multi-vector head: ``docvec models pull`` and ``docvec models convert`` read it alike.
 
-Every case runs through both: pull against the fake Hub of test_hub (on 127.0.0.1, by HTTP Range requests;
+Every case runs through both: pull against the fake Hub (tests/fakehub.py, on 127.0.0.1, by HTTP Range;
 its adapter once large enough to be range-read, once small enough to be downloaded whole), and convert's
 :func:`find_head` on the same files in a local folder. Each case is one way the two used to differ (what
 reading safetensors and merging the head's LoRA gave, or how they failed) before they shared
@@ -23,11 +23,10 @@ from docvec import ToolError
 from docvec._model._head import read_head
 from docvec._tools._convert import find_head
 
-from . import test_hub as hub
+from . import fakehub as hub
 
-# test_hub's guard (offline, sockets off: autouse) and its fake Hub, for the tests here too
-offline = hub.offline
-fake_hub = hub.fake_hub
+# offline, sockets off (conftest.py); the fake Hub where a test asks for it
+pytestmark = pytest.mark.usefixtures("offline")
 
 SHARD = hub.SHARDS[1]
 ADAPTER = hub.ADAPTER

@@ -18,6 +18,7 @@ from ._connect import connect
 from ._contract import IndexLike
 from ._errors import (
     BackendError,
+    CheckpointError,
     CollectionMismatchError,
     CollectionNotFoundError,
     ConfigError,
@@ -38,6 +39,7 @@ from ._errors import (
     StoreBusyError,
     StoreError,
     StoreUnavailableError,
+    TaskNotFoundError,
     TooLargeError,
     ToolError,
     UnsupportedError,
@@ -70,6 +72,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
+    "CheckpointError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "ConfigError",
@@ -116,6 +119,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "StoredPage",
+    "TaskNotFoundError",
     "TokenStates",
     "TooLargeError",
     "ToolError",

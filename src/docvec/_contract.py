@@ -14,23 +14,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol, Self
 
+from . import _records as records
 from ._config import Settings
 from ._model import Embedder
 from ._pipeline._ingest import PageFn, ProgressFn
 from ._pipeline._sources import SourceDocument
-from ._records import (
-    DocumentList,
-    GcReport,
-    Hit,
-    IngestReport,
-    PagePayload,
-    ReindexReport,
-    ReindexSpec,
-    SearchFilter,
-    SearchMode,
-    Upload,
-    VersionInfo,
-)
 
 __all__ = ["IndexLike"]
 
@@ -51,7 +39,7 @@ class IndexLike(Protocol):
         recursive: bool = True,
         prune: bool = False,
         progress: ProgressFn | None = None,
-    ) -> IngestReport:
+    ) -> records.IngestReport:
         """Index files, folders (recursively) and glob patterns of PDFs and images."""
         ...
 
@@ -67,7 +55,7 @@ class IndexLike(Protocol):
         tags: Sequence[str] = (),
         limit: int | None = None,
         progress: PageFn | None = None,
-    ) -> Upload:
+    ) -> records.Upload:
         """Keep an uploaded document and index it."""
         ...
 
@@ -85,23 +73,23 @@ class IndexLike(Protocol):
         self,
         query: str,
         k: int = 5,
-        filter: SearchFilter | None = None,
+        filter: records.SearchFilter | None = None,
         *,
-        mode: SearchMode | Literal["auto"] | None = None,
+        mode: records.SearchMode | Literal["auto"] | None = None,
         prefetch: int | None = None,
-    ) -> list[Hit]:
+    ) -> list[records.Hit]:
         """The ``k`` pages that best match ``query``, best first."""
         ...
 
-    def search_mode(self, mode: SearchMode | Literal["auto"] | None = None) -> SearchMode:
+    def search_mode(self, mode: records.SearchMode | Literal["auto"] | None = None) -> records.SearchMode:
         """The mode a search with ``mode`` runs in."""
         ...
 
-    def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
+    def documents(self, *, offset: int = 0, limit: int = 100) -> records.DocumentList:
         """Indexed documents ordered by source path, with the total."""
         ...
 
-    def pages_of(self, doc_id: str) -> list[PagePayload]:
+    def pages_of(self, doc_id: str) -> list[records.PagePayload]:
         """A document's indexed pages in order."""
         ...
 
@@ -120,20 +108,20 @@ class IndexLike(Protocol):
     # -- versions --------------------------------------------------------------------------------------
 
     def reindex(
-        self, spec: ReindexSpec | None = None, *, progress: ProgressFn | None = None
-    ) -> ReindexReport:
+        self, spec: records.ReindexSpec | None = None, *, progress: ProgressFn | None = None
+    ) -> records.ReindexReport:
         """Build a new version of the collection as ``spec`` asks, and switch to it once complete."""
         ...
 
-    def versions(self) -> list[VersionInfo]:
+    def versions(self) -> list[records.VersionInfo]:
         """The collection's versions, oldest first."""
         ...
 
-    def drop_version(self, version: str) -> GcReport:
+    def drop_version(self, version: str) -> records.GcReport:
         """Delete a version that is not live, then the page images no version uses any more."""
         ...
 
-    def gc(self) -> GcReport:
+    def gc(self) -> records.GcReport:
         """Remove the page images that no version of any collection shows."""
         ...
 

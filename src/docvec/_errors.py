@@ -15,6 +15,8 @@ class across the REST API: the server's error body names it (:func:`error_fields
     │   └── ModelMismatchError         model files that do not belong together, or to any profile
     ├── BackendError               llama.cpp is missing, or one of its calls failed
     ├── ToolError                  a conversion, quantization or download step failed
+    │   └── CheckpointError            a checkpoint file not as docvec expects (names the file)
+    │       └── TaskNotFoundError          the head's LoRA has no factors for the task asked for
     ├── InputError                 a text, image, query, filter or tag that cannot be used (names it)
     │   └── TooLargeError              an input over its size limit (an upload, a request body)
     ├── RenderError                a document that cannot be rendered (names the file and the reason)
@@ -39,6 +41,7 @@ from typing import Any
 
 __all__ = [
     "BackendError",
+    "CheckpointError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "ConfigError",
@@ -59,6 +62,7 @@ __all__ = [
     "StoreBusyError",
     "StoreError",
     "StoreUnavailableError",
+    "TaskNotFoundError",
     "TooLargeError",
     "ToolError",
     "UnsupportedError",
@@ -112,6 +116,16 @@ class BackendError(DocvecError):
 
 class ToolError(DocvecError):
     """A conversion, quantization or download step failed."""
+
+
+class CheckpointError(ToolError):
+    """A checkpoint file (safetensors, an adapter's config) that is not as docvec expects; the message
+    names the file. Conversion and pulling say what to do about it."""
+
+
+class TaskNotFoundError(CheckpointError):
+    """The multi-vector head's LoRA has no factors for the task asked for (the message lists those it
+    has)."""
 
 
 class InputError(DocvecError):

@@ -13,33 +13,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
+from .. import _records as records
 from .._config import Settings
-from .._records import (
-    EmbeddingRecord,
-    GcReport,
-    Hit,
-    IngestReport,
-    PagePayload,
-    ReindexReport,
-    ReindexSpec,
-    SearchFilter,
-    VersionInfo,
-)
 
 __all__ = ["SCHEMAS", "render_schemas", "write_schemas"]
 
 #: file name -> the model (or type) whose schema it holds
 SCHEMAS: dict[str, Any] = {
     "settings.schema.json": Settings,
-    "embed-output.schema.json": list[EmbeddingRecord],
-    "page-payload.schema.json": PagePayload,
-    "ingest-report.schema.json": IngestReport,
-    "search-hits.schema.json": list[Hit],
-    "search-filter.schema.json": SearchFilter,
-    "reindex-report.schema.json": ReindexReport,
-    "reindex-spec.schema.json": ReindexSpec,
-    "versions.schema.json": list[VersionInfo],
-    "gc-report.schema.json": GcReport,
+    "embed-output.schema.json": list[records.EmbeddingRecord],
+    "page-payload.schema.json": records.PagePayload,
+    "ingest-report.schema.json": records.IngestReport,
+    "search-hits.schema.json": list[records.Hit],
+    "search-filter.schema.json": records.SearchFilter,
+    "reindex-report.schema.json": records.ReindexReport,
+    "reindex-spec.schema.json": records.ReindexSpec,
+    "versions.schema.json": list[records.VersionInfo],
+    "gc-report.schema.json": records.GcReport,
 }
 #: schemas of what docvec writes rather than reads: fields left out of the JSON are left out here too
 _OUTPUTS = frozenset({"search-hits.schema.json"})

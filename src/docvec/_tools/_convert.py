@@ -45,16 +45,14 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import DocvecError, ToolError
+from .._errors import CheckpointError, DocvecError, TaskNotFoundError, ToolError
 from .._model._files import ModelFiles
 from .._model._gguf import GGUFInfo, read_gguf_info
 from .._model._head import FILE_NAME as HEAD_FILE
 from .._model._head import write_head
 from ._safetensors import (
-    CheckpointError,
     Header,
     LocalFile,
-    TaskNotFoundError,
     build_head,
     copy_without,
     find_head_tensors,

@@ -48,14 +48,13 @@ from huggingface_hub.utils import (  # type: ignore[attr-defined]
 )
 
 from .._config import default_cache_dir
-from .._errors import ToolError
+from .._errors import CheckpointError, ToolError
 from .._model._files import ModelFiles
 from .._model._head import FILE_NAME as HEAD_FILE_NAME
 from .._model._head import write_head
 from .._model._registry import RegistryModel, cached_head, get_model, head_root, lm_file, ref_file
 from ._safetensors import (
     PROJECTOR,
-    CheckpointError,
     Header,
     LocalFile,
     Readable,

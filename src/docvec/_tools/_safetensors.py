@@ -35,12 +35,11 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ToolError
+from .._errors import CheckpointError, TaskNotFoundError
 
 __all__ = [
     "MAX_HEADER",
     "PROJECTOR",
-    "CheckpointError",
     "HeadRefs",
     "Header",
     "LocalFile",
@@ -48,7 +47,6 @@ __all__ = [
     "LoraScale",
     "MergedHead",
     "Readable",
-    "TaskNotFoundError",
     "TensorInfo",
     "TensorRef",
     "build_head",
@@ -73,15 +71,6 @@ _DTYPES: dict[str, str] = {"BF16": "<u2", "F16": "<f2", "F32": "<f4", "F64": "<f
 
 _F64 = npt.NDArray[np.float64]
 _F32 = npt.NDArray[np.float32]
-
-
-class CheckpointError(ToolError):
-    """A checkpoint file that is not as docvec expects; the message names the file. The callers catch it
-    to say what to do (it is a ToolError, so one that escapes still reads right)."""
-
-
-class TaskNotFoundError(CheckpointError):
-    """The head's LoRA has no factors for the task asked for (the message lists those it has)."""
 
 
 # ----------------------------------------------------------------------------------------------- the format

@@ -150,7 +150,10 @@ def delete_target(
     ],
     by: Annotated[
         Literal["auto", "doc_id", "path"],
-        Query(description="How to read the target: a path, a document id (or its start), or either (auto)."),
+        Query(
+            description="How to read the target: a path, a whole document id, or either, the start of an id "
+            "included (auto)."
+        ),
     ] = "auto",
 ) -> Any:
     """Remove a document by id, by the start of its id, or every document read from a path (as `docvec
