@@ -1,0 +1,56 @@
+"""What docvec hands to the outside world and reads from it, as pydantic models: the stored page payload,
+the ingest report, search hits and filters, document summaries, embedding records. Also the rules their
+fields follow (document ids, tags, ``k``), each defined once (``_rules``).
+
+JSON Schemas of these models are exported under ``schemas/`` (``make schemas``).
+"""
+
+from ._documents import DocumentList, DocumentSummary, Upload
+from ._pages import EmbeddingInfo, EmbeddingRecord, IngestFailure, IngestReport, ModelFingerprint, PagePayload
+from ._rules import (
+    DOC_ID_PATTERN,
+    MAX_K,
+    MAX_PREFETCH,
+    check_k,
+    check_prefetch,
+    check_query,
+    display_name,
+    parse_tag,
+    parse_tags,
+    tag_dict,
+)
+from ._search import FILTER_KEYS, Hit, SearchFilter, SearchMode
+from ._versions import GcReport, ReindexReport, ReindexSpec, VersionInfo, VersionRecord
+
+__all__ = [
+    "DOC_ID_PATTERN",
+    "FILTER_KEYS",
+    "MAX_K",
+    "MAX_PREFETCH",
+    "DocumentList",
+    "DocumentSummary",
+    "EmbeddingInfo",
+    "EmbeddingRecord",
+    "GcReport",
+    "Hit",
+    "IngestFailure",
+    "IngestReport",
+    "ModelFingerprint",
+    "PagePayload",
+    "ReindexReport",
+    "ReindexSpec",
+    "SearchFilter",
+    "SearchMode",
+    "Upload",
+    "VersionInfo",
+    "VersionRecord",
+    "check_k",
+    "check_prefetch",
+    "check_query",
+    "display_name",
+    "parse_tag",
+    "parse_tags",
+    "tag_dict",
+]
+
+#: A document id: the first 32 hex digits of its file's SHA-256.

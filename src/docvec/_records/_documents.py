@@ -1,0 +1,63 @@
+"""What is indexed, as listings show it: a document's summary, a page of the list, an upload."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    Field,
+)
+
+from ._rules import display_name, tag_dict
+
+__all__ = ["DocumentList", "DocumentSummary", "Upload"]
+
+
+class DocumentSummary(BaseModel):
+    """One indexed document."""
+
+    doc_id: str
+    source: str
+    name: str = Field(description="Display name: the file's name, or an upload's original name.")
+    kind: str = Field(description="pdf or image.")
+    page_count: int = Field(description="Pages in the document.")
+    pages_indexed: int = Field(description="Pages in the index (the others failed).")
+    tags: dict[str, str]
+    ingested_at: datetime
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> DocumentSummary:
+        """The summary held by any one page's payload (all pages of a document carry it)."""
+        return cls(
+            doc_id=str(payload["doc_id"]),
+            source=str(payload.get("source", "")),
+            name=display_name(payload),
+            kind=str(payload.get("kind", "")),
+            page_count=int(payload.get("page_count", 0)),
+            pages_indexed=int(payload.get("pages_indexed", 0)),
+            tags=tag_dict(payload.get("tags") or ()),
+            ingested_at=payload["ingested_at"],
+        )
+
+
+class DocumentList(BaseModel):
+    """A page of the document list, ordered by source path."""
+
+    total: int
+    offset: int
+    limit: int
+    documents: list[DocumentSummary]
+
+
+class Upload(BaseModel):
+    """An uploaded document, indexed (or found already there)."""
+
+    doc_id: str
+    source: str = Field(
+        description="Where the document is read from: the uploaded copy, or the file it was indexed from."
+    )
+    name: str = Field(description="Display name: the upload's original name, or the existing document's.")
+    pages: int = Field(description="Pages of the document in the index.")
+    already_indexed: bool

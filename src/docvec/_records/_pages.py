@@ -1,0 +1,163 @@
+"""What is stored with every page (its payload, and which model made its vector), what an ingest run
+reports, and what `docvec embed --json` prints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+)
+
+__all__ = [
+    "EmbeddingInfo",
+    "EmbeddingRecord",
+    "IngestFailure",
+    "IngestReport",
+    "ModelFingerprint",
+    "PagePayload",
+]
+
+
+class ModelFingerprint(BaseModel):
+    """Short content hashes of a model's files (see ``docvec._model._fingerprint``): files of the same
+    names with other weights have other fingerprints."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(description="Of the language model GGUF.")
+    mmproj: str = Field(description="Of the vision encoder GGUF.")
+    head: str | None = Field(None, description="Of the multi-vector head, when the model has one.")
+
+
+class EmbeddingInfo(BaseModel):
+    """Which model and settings made a vector; ``key`` changes whenever the vector would with the same
+    model files, ``fingerprint`` whenever those files' contents do."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: str = Field(description="Embedding profile, e.g. jina-embeddings-v4.")
+    model: str = Field(description="File name of the language model GGUF.")
+    mmproj: str = Field(description="File name of the vision encoder GGUF.")
+    dim: int = Field(description="Vector size.")
+    min_pixels: int
+    max_pixels: int
+    multivector: bool = Field(False, description="Whether pages also have token vectors (multi-vector head).")
+    token_pool: int = Field(1, description="Consecutive token vectors averaged into one (1: none).")
+    key: str = Field(description="Short hash of all of the above.")
+    fingerprint: ModelFingerprint | None = Field(
+        None,
+        description=(
+            "The model files' contents (not in the key, so that vectors made before docvec recorded it keep "
+            "theirs; none for those)."
+        ),
+    )
+
+
+class PagePayload(BaseModel):
+    """The payload stored with every page vector."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    doc_id: str = Field(description="Document id: the first 32 hex digits of the file's SHA-256.")
+    source: str = Field(description="Absolute path of the file the document was read from.")
+    name: str | None = Field(
+        None, description="Display name: the file's name, or an upload's original name (older pages: none)."
+    )
+    page: int = Field(ge=1, description="Page number, 1-based.")
+    page_count: int = Field(ge=1, description="Pages in the document.")
+    pages_indexed: int = Field(ge=1, description="Pages of the document in the index (the others failed).")
+    content_sha256: str = Field(description="SHA-256 of the file's bytes.")
+    kind: Literal["pdf", "image"]
+    width: int = Field(ge=1, description="Rendered page width in pixels.")
+    height: int = Field(ge=1, description="Rendered page height in pixels.")
+    image: str = Field(description="The rendered page in the page store (relative path).")
+    thumbnail: str = Field(description="Its thumbnail in the page store (relative path).")
+    embedding: EmbeddingInfo
+    ingested_at: datetime
+    tags: list[str] = Field(default_factory=list, description='User metadata as "key=value" strings.')
+    state: Literal["writing", "complete"] | None = Field(
+        None,
+        description=(
+            "writing: the document's pages are still being written (searches leave them out); complete: "
+            "all written (older pages: none, meaning complete)."
+        ),
+    )
+
+
+class IngestFailure(BaseModel):
+    """A document, or one page of it, that could not be indexed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    page: int | None = Field(None, description="The page, when only that page failed.")
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path} page {self.page}: {self.reason}" if self.page else f"{self.path}: {self.reason}"
+
+
+class IngestReport(BaseModel):
+    """What an ingest run did: `docvec ingest --json` prints this."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    documents_indexed: int = 0
+    pages_indexed: int = 0
+    documents_skipped: int = Field(0, description="Unchanged since the last run: not rendered or embedded.")
+    pages_skipped: int = 0
+    documents_failed: int = 0
+    pages_failed: int = 0
+    documents_removed: int = Field(0, description="Removed by --prune (files gone) or replaced by a change.")
+    documents_updated: int = Field(
+        0, description="Unchanged documents moved or retagged in place (counted as skipped too)."
+    )
+    failures: list[IngestFailure] = Field(default_factory=list)
+    ignored: list[str] = Field(
+        default_factory=list,
+        description="Files in the folders read that are not documents docvec reads (by their names).",
+    )
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed."""
+        return not self.failures
+
+    def summary(self) -> str:
+        """The run in one line, as ``docvec ingest`` and the ingest flow report it."""
+        return (
+            f"indexed {self.documents_indexed} documents ({self.pages_indexed} pages); "
+            f"skipped {self.documents_skipped} unchanged ({self.pages_skipped} pages"
+            + (f", {self.documents_updated} updated in place" if self.documents_updated else "")
+            + f"); failed {self.documents_failed} documents, {self.pages_failed} pages"
+            + (f"; removed {self.documents_removed}" if self.documents_removed else "")
+            + (f"; ignored {len(self.ignored)} files that are not documents" if self.ignored else "")
+        )
+
+    def __add__(self, other: IngestReport) -> IngestReport:
+        """The counts and failures of both runs."""
+        counts = {
+            name: getattr(self, name) + getattr(other, name)
+            for name in IngestReport.model_fields
+            if name != "failures"
+        }
+        return IngestReport(**counts, failures=[*self.failures, *other.failures])
+
+
+class EmbeddingRecord(BaseModel):
+    """One embedded input, as `docvec embed --json` prints it (a JSON list of these)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["query", "passage", "image"] = Field(description="What was embedded.")
+    input: str = Field(description="The text, or the image's path.")
+    vector: list[float] = Field(description="The embedding: unit L2 norm, `dim` numbers.")
+    tokens: list[list[float]] | None = Field(
+        default=None,
+        description="With `--multivector`: one vector per token of the input (prompt and template included), "
+        "each of unit L2 norm (128 numbers for jina-embeddings-v4).",
+    )

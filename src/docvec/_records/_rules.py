@@ -1,0 +1,103 @@
+"""The rules docvec's records follow, each defined once: document ids, ``k``, the prefetch, queries, tags
+and a document's display name."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._errors import InputError
+
+__all__ = [
+    "DOC_ID_PATTERN",
+    "MAX_K",
+    "MAX_PREFETCH",
+    "check_k",
+    "check_prefetch",
+    "check_query",
+    "check_tags_mapping",
+    "display_name",
+    "parse_tag",
+    "parse_tags",
+    "tag_dict",
+]
+
+
+DOC_ID_PATTERN = r"^[0-9a-f]{32}$"
+#: The most pages one search returns.
+MAX_K = 100
+
+
+def check_k(k: object) -> int:
+    """``k`` when it is a whole number of pages from 1 to :data:`MAX_K`, else :class:`InputError`."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InputError(f"k must be between 1 and {MAX_K}, not {k}")
+    return k
+
+
+#: The most pages a hybrid search reranks.
+MAX_PREFETCH = 10_000
+
+
+def check_prefetch(prefetch: object) -> int:
+    """``prefetch`` when it is a whole number of pages from 1 to :data:`MAX_PREFETCH`, else
+    :class:`InputError`."""
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 1 <= prefetch <= MAX_PREFETCH:
+        raise InputError(f"prefetch must be from 1 to {MAX_PREFETCH} pages, not {prefetch}")
+    return prefetch
+
+
+def check_query(query: object) -> str:
+    """``query`` when it is a text with something in it, else :class:`InputError`."""
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("the query is empty")
+    return query
+
+
+# -- tags ----------------------------------------------------------------------------------------------
+
+
+def _check_tag_part(key: str, value: str, shown: str) -> tuple[str, str]:
+    key, value = key.strip(), value.strip()
+    if not key or not value or "=" in key:
+        raise InputError(f"tag {shown!r} is not of the form key=value (a key without '=', a value)")
+    return key, value
+
+
+def parse_tag(text: str) -> tuple[str, str]:
+    """``"key=value"`` as ``(key, value)``, stripped; :class:`InputError` when it is not of that form."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise InputError(f"tag {text!r} is not of the form key=value")
+    return _check_tag_part(key, value, text)
+
+
+def parse_tags(items: Iterable[str] | Mapping[str, str]) -> tuple[str, ...]:
+    """Tags as docvec stores them: sorted, distinct ``"key=value"`` strings, from ``key=value`` strings
+    (as given to ``--tag``) or a mapping (as in the API's JSON)."""
+    if isinstance(items, Mapping):
+        pairs = [_check_tag_part(k, v, f"{k}={v}") for k, v in items.items()]
+    else:
+        pairs = [parse_tag(t) for t in items]
+    return tuple(sorted({f"{k}={v}" for k, v in pairs}))
+
+
+def tag_dict(tags: Iterable[object]) -> dict[str, str]:
+    """Stored ``"key=value"`` tags as a mapping (the API's shape)."""
+    pairs = (str(t).partition("=") for t in tags)
+    return {k: v for k, _, v in pairs}
+
+
+def check_tags_mapping(tags: dict[str, str] | None) -> dict[str, str] | None:
+    if tags is not None:
+        try:
+            parse_tags(tags)
+        except InputError as e:
+            raise ValueError(e.reason) from None
+    return tags
+
+
+def display_name(payload: dict[str, Any]) -> str:
+    """What to call a stored document: its recorded name, else its file's name."""
+    return str(payload.get("name") or os.path.basename(str(payload.get("source", ""))))

@@ -1,0 +1,125 @@
+"""A collection's versions: docvec's record of each, the list `docvec collections list` shows, what a
+reindex builds and what it reports, and what a page-store collection removed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+)
+
+from ._pages import EmbeddingInfo, IngestFailure
+
+__all__ = ["GcReport", "ReindexReport", "ReindexSpec", "VersionInfo", "VersionRecord"]
+
+
+class VersionRecord(BaseModel):
+    """docvec's record of one version of a collection: what made its vectors, and whether it is whole.
+
+    Kept beside the version (the embedded store's collection record, a Qdrant collection's metadata);
+    versions made before records existed have none, and their pages say what made them.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    state: Literal["building", "complete"] = Field(
+        description="building: a reindex is filling it (searches never read it); complete: it may be live."
+    )
+    embedding: EmbeddingInfo
+    model: str = Field(description="The model as the settings named it: registry name, folder or pair.")
+    created_at: datetime
+    built_from: str | None = Field(None, description="The version a reindex read its pages from.")
+    store_format: int | None = Field(
+        None,
+        description=(
+            "How the store lays the version out (docvec._store._layout: Layout.format); none: made before "
+            "docvec recorded it (format 2 at most)."
+        ),
+    )
+
+
+class VersionInfo(BaseModel):
+    """One version of a collection, as `docvec collections list --json` shows it."""
+
+    collection: str
+    version: str
+    live: bool
+    state: Literal["building", "complete"]
+    model: str | None = Field(None, description="The model as the settings named it (older versions: none).")
+    dim: int | None
+    max_pixels: int | None
+    pages: int
+    created_at: datetime | None
+
+
+class ReindexSpec(BaseModel):
+    """What a reindex builds: the collection with another model, vector size, page budget or kind of pages
+    (each unset: the live version's own, or what the settings name explicitly). ``docvec reindex``,
+    ``POST /reindex``, the reindex flow and :meth:`docvec.Index.reindex` all take this."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(
+        None, description="A model folder, 'LM.gguf,MMPROJ.gguf' pair or registry name (on the server)."
+    )
+    dim: int | None = Field(None, ge=1, description="Vector size (one the model gives).")
+    max_pixels: int | None = Field(None, ge=1, description="Page budget in pixels.")
+    multivector: bool | None = Field(None, description="Keep token vectors (late interaction), or not.")
+    token_pool: int | None = Field(
+        None, ge=1, le=16, description="Multi-vector: average each run of this many token vectors into one."
+    )
+    drop_old: bool = Field(False, description="Remove the old version once the new one is live.")
+
+
+class ReindexReport(BaseModel):
+    """What a reindex did: `docvec reindex --json` prints this."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: str
+    old_version: str | None = Field(description="The version that was live when the reindex began.")
+    new_version: str | None = Field(description="The version built (none when there was nothing to do).")
+    switched: bool = Field(description="Whether the collection now reads the new version.")
+    dropped_old: bool = False
+    documents: int = Field(0, description="Documents of the old version read.")
+    pages_embedded: int = Field(0, description="Pages embedded anew (from stored images or re-rendered).")
+    pages_rendered: int = Field(0, description="Of those, pages rendered again from their source files.")
+    pages_carried: int = Field(
+        0, description="Pages whose vectors were carried over (their source is gone; same model)."
+    )
+    pages_resumed: int = Field(0, description="Pages an interrupted run had written already.")
+    pages_lost: int = Field(0, description="Pages that could not be carried into the new version.")
+    vanished: list[str] = Field(
+        default_factory=list, description="Source files gone (or changed) since they were indexed."
+    )
+    failures: list[IngestFailure] = Field(default_factory=list)
+    seconds: float = 0.0
+    note: str | None = Field(None, description="Why nothing was done, when nothing was.")
+
+    def summary(self) -> str:
+        """The run in one line."""
+        if self.new_version is None:
+            return f"collection {self.collection!r}: {self.note or 'nothing to do'}"
+        done = "now reads" if self.switched else "did not switch to"
+        return (
+            f"collection {self.collection!r} {done} {self.new_version} (was {self.old_version}): "
+            f"{self.documents} documents, {self.pages_embedded} pages embedded"
+            + (f" ({self.pages_rendered} rendered again)" if self.pages_rendered else "")
+            + (f", {self.pages_carried} carried over" if self.pages_carried else "")
+            + (f", {self.pages_resumed} done before" if self.pages_resumed else "")
+            + (f", {self.pages_lost} lost" if self.pages_lost else "")
+            + f" in {self.seconds:.1f} s"
+            + ("; old version dropped" if self.dropped_old else "")
+        )
+
+
+class GcReport(BaseModel):
+    """What a page-store collection removed: `docvec gc --json` prints this."""
+
+    files_removed: int
+    bytes_freed: int
+    files_kept: int
