@@ -24,7 +24,7 @@ def _help(field: str) -> str:
     return str(ReindexSpec.model_fields[field].description)
 
 
-_THEIRS = " [default: the collection's]"
+_THEIRS = " (default: the collection's)"
 
 
 @app.command()

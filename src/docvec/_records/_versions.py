@@ -64,7 +64,9 @@ class ReindexSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str | None = Field(
-        None, description="A model folder, 'LM.gguf,MMPROJ.gguf' pair or registry name (on the server)."
+        None,
+        description="A model folder, 'LM.gguf,MMPROJ.gguf' pair or registry name (paths as the process that "
+        "reindexes sees them: a server's own).",
     )
     dim: int | None = Field(None, ge=1, description="Vector size (one the model gives).")
     max_pixels: int | None = Field(None, ge=1, description="Page budget in pixels.")
