@@ -1,9 +1,9 @@
 """The documents tests read: the small real-world files kept under ``tests/data/documents`` and the ones
-generated at test time, plus the opt-in shared corpus.
+generated at test time, plus an opt-in corpus.
 
 Everything the default suite needs lives in the repository or is made here, so ``make test`` passes on a
-clone with nothing beside it. The larger real-world corpus (``../shared/corpus`` for developers) runs
-only when ``DOCVEC_TEST_CORPUS`` names its folder.
+clone with nothing beside it. A larger real-world corpus (a folder with a MANIFEST.tsv of the same
+columns) runs only when ``DOCVEC_TEST_CORPUS`` names its folder.
 """
 
 from __future__ import annotations

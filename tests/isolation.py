@@ -1,5 +1,5 @@
 """A check that the test suite reads nothing outside the repository, the temporary folders and what
-``make setup`` installs: a user's fresh clone has nothing else (no ``../shared``, no data of theirs).
+``make setup`` installs: a user's fresh clone has nothing else (no folders beside it, no data of theirs).
 
 A Python audit hook sees every file the test process opens or lists (``open``, ``os.listdir``,
 ``os.scandir``, ``glob``); any path outside the allowed places is recorded with the test that touched it,

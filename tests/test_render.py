@@ -41,7 +41,7 @@ def _manifest_params() -> list[object]:
     params: list[object] = [pytest.param(DOCUMENTS, row, id=row["file"]) for row in manifest_rows(DOCUMENTS)]
     corpus = extended_corpus()
     if corpus is None:
-        reason = f"the extended corpus runs when {CORPUS_ENV} names its folder (e.g. ../shared/corpus)"
+        reason = f"the extended corpus runs when {CORPUS_ENV} names its folder (one with a MANIFEST.tsv)"
         params.append(pytest.param(None, {}, id="extended-corpus", marks=pytest.mark.skip(reason=reason)))
     else:
         params += [pytest.param(corpus, row, id=f"extended:{row['file']}") for row in manifest_rows(corpus)]

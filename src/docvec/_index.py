@@ -230,7 +230,7 @@ class Index(Closing):
         another model (or vector size) made :class:`~docvec.CollectionMismatchError`. A search under way
         while the collection is switched to a new version is answered by one version or the other, whole.
         """
-        _search.check_query(query, k)
+        _search.check_search(query, k)
         if prefetch is not None:
             check_prefetch(prefetch)
         for attempt in range(2):

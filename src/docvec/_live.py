@@ -98,7 +98,7 @@ class LiveVersion:
             if current is not None and not self._owns_model:
                 self._embedder_version = version
                 return current
-            if current is not None and (record is None or fits(record.embedding, self.info(current))):
+            if current is not None and (record is None or fits(record.embedding, self._info(current))):
                 self._embedder_version = version
                 return current
             self._use(self._load(fit.model, fit.embed), version)
@@ -120,18 +120,12 @@ class LiveVersion:
             self._searched = version
         return embedder
 
-    def info(self, embedder: Embedder) -> EmbeddingInfo:
+    def _info(self, embedder: Embedder) -> EmbeddingInfo:
         """What identifies the pages ``embedder`` makes for the live version (its kind of pages included)."""
         fit = self._fit
         if fit is None or not fit.multivector:
             return embedding_info(embedder)
         return embedding_info(embedder, multivector=True, token_pool=fit.token_pool)
-
-    def fit(self) -> Fit:
-        """What the live version asks for (model, settings, kind of pages); loads the model if needed."""
-        self.embedder()
-        assert self._fit is not None
-        return self._fit
 
     def load(self, model: str, embed: EmbedSettings) -> Embedder:
         """The embedder for ``model`` with ``embed``: a view of the loaded model when only the vector size
@@ -183,7 +177,7 @@ class LiveVersion:
         embedder = self.embedder()
         with self._model_lock:
             version = self.version()
-            info = self.info(embedder)
+            info = self._info(embedder)
             if version is None:
                 record = new_record(info, self.settings.model, building=False)
                 self.store.ensure_collection(

@@ -7,18 +7,17 @@ import os
 
 from .._errors import InputError
 from .._model._embedder import Embedder
-from .._records import Hit, SearchFilter, SearchMode, check_k
-from .._records import check_query as check_records_query
+from .._records import Hit, SearchFilter, SearchMode, check_k, check_query
 from .._store import Filter, Store
 
-__all__ = ["check_query", "choose_mode", "search", "to_store_filter"]
+__all__ = ["check_search", "choose_mode", "search", "to_store_filter"]
 
 
-def check_query(query: str, k: int) -> None:
+def check_search(query: str, k: int) -> None:
     """:class:`InputError` for an empty query or a ``k`` outside 1..100; cheap, so callers can check
     before loading a model."""
     check_k(k)
-    check_records_query(query)
+    check_query(query)
 
 
 def choose_mode(wanted: str, *, multivector: bool, collection: str) -> SearchMode:
@@ -110,7 +109,7 @@ def search(
     one query to the store); the last two need a multi-vector collection and a model with its head.
     Raises :class:`InputError` for a ``k`` outside 1..100 or an empty query.
     """
-    check_query(query, k)
+    check_search(query, k)
     store_flt: Filter | None = Filter(finished=True)
     if flt is not None and not flt.is_empty:
         store_flt = to_store_filter(store, collection, flt)

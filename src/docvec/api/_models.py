@@ -15,7 +15,6 @@ from .._records import (
     DocumentList,
     DocumentSummary,
     Hit,
-    ReindexSpec,
     SearchFilter,
     Upload,
     check_k,
@@ -34,7 +33,6 @@ __all__ = [
     "IngestRequest",
     "PageInfo",
     "QueryText",
-    "ReindexRequest",
     "SearchHitOut",
     "SearchParams",
     "SearchRequest",
@@ -205,10 +203,6 @@ class IngestRequest(BaseModel):
     tags: list[str] = Field(default_factory=list, description="key=value metadata for every page.")
     recursive: bool = True
     prune: bool = Field(False, description="Also drop the documents whose files are gone.")
-
-
-#: ``POST /reindex``'s body: what `docvec reindex` takes (unset: the collection's own)
-ReindexRequest = ReindexSpec
 
 
 class ErrorResponse(BaseModel):
