@@ -79,14 +79,14 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
     assert patches == [
         "0001-amx-tile-config-dead-stores.patch",
-        "0002-qwen2vl-embeddings-without-output-head.patch",
+        "0002-qwen-vl-embeddings-without-output-head.patch",
         "0003-cpu-mul-mat-k-tail-through-tinyblas.patch",
         "0004-cpu-flash-attn-mask-scan-simd.patch",
     ]
 
 
 def test_embeddings_context_computes_no_logits(tiny_files: ModelFiles) -> None:
-    """0002-qwen2vl-embeddings-without-output-head.patch: no output head, no logits buffer.
+    """0002-qwen-vl-embeddings-without-output-head.patch: no output head, no logits buffer.
 
     Unpatched, every decoded token is also multiplied by the n_vocab x n_embd output head and its logits
     are copied out; llama_get_logits then points at them. Patched, the graph ends at the hidden states,

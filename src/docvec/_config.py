@@ -86,6 +86,18 @@ class EmbedSettings(BaseSettings):
         ),
     )
     max_text_tokens: int = Field(8192, ge=16, description="Longer texts are truncated (with a warning).")
+    flash_attention: bool | None = Field(
+        None,
+        description=(
+            "Flash attention in the language model; default: the model's choice (on for "
+            "jina-embeddings-v4; off for Qwen3-VL-Embedding, whose last-token vector it moves past "
+            "docvec's parity bar). The vision encoder always uses it."
+        ),
+    )
+    kv_cache: Literal["f16", "f32"] | None = Field(
+        None,
+        description="Type of the language model's KV cache; default: the model's (f16 for both families).",
+    )
 
     @model_validator(mode="after")
     def _pixels_ordered(self) -> EmbedSettings:

@@ -24,6 +24,7 @@ import contextlib
 import copy
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -73,9 +74,10 @@ class TokenStates:
 
 @dataclass(frozen=True)
 class ImageStates(TokenStates):
-    """Token states of an image prompt, and the pooled span (first, last index, both included)."""
+    """Token states of an image prompt, and the pooled span (first, last index, both included) of a
+    profile that pools one."""
 
-    span: tuple[int, int]
+    span: tuple[int, int] | None  # None: the profile pools no span (last-token pooling)
     size: tuple[int, int]  # (width, height) the image was resized to
     vision_seconds: float
 
@@ -129,13 +131,24 @@ class Embedder(Closing):
         width = lm_info.embedding_length or 0
         self._default_dim, self.bounds = self.profile.resolve(s, width)
         threads = s.threads or os.cpu_count() or 1
+        #: the language model's attention settings in use: the settings', else the profile's defaults
+        fa = s.flash_attention
+        self.flash_attention = fa if fa is not None else self.profile.flash_attention
+        self.kv_cache = s.kv_cache or self.profile.kv_cache
         unit2 = self.profile.image_unit**2
         self._handles = _Handles()
         self._view = False
         self._model = LlamaModel(files.language_model, gpu_layers=s.gpu_layers)
         try:
             n_ctx = min(max(s.max_text_tokens, self._max_image_prompt_tokens()), self._model.n_ctx_train)
-            self._ctx = LlamaContext(self._model, n_ctx=n_ctx, n_batch=s.decode_batch, threads=threads)
+            self._ctx = LlamaContext(
+                self._model,
+                n_ctx=n_ctx,
+                n_batch=s.decode_batch,
+                threads=threads,
+                flash_attention=self.flash_attention,
+                kv_cache=self.kv_cache,
+            )
             self._mtmd = MtmdContext(
                 files.mmproj,
                 self._model,
@@ -147,7 +160,8 @@ class Embedder(Closing):
         except BaseException:
             self.close()
             raise
-        self._span_ids = tuple(int(self._special_id(t)) for t in self.profile.image_span)
+        span = self.profile.image_span
+        self._span_ids = (self._special_id(span[0]), self._special_id(span[1])) if span else None
 
     @classmethod
     def open(
@@ -238,16 +252,31 @@ class Embedder(Closing):
     # -- token-level access (parity tests, benchmarks, the multi-vector head) ------------------------------
 
     def text_states(self, text: str) -> TokenStates:
-        """Hidden states of every token of ``text`` exactly as given (no prompt is added)."""
+        """Hidden states of every token of ``text`` exactly as given (no prompt is added; markup such as
+        ``<|im_start|>`` is read as plain text)."""
+        return self.prompt_states("{text}", text)
+
+    def prompt_states(self, template: str, text: str) -> TokenStates:
+        """Hidden states of every token of ``text`` in ``template`` (``{text}`` marks its place), as the
+        embedding methods decode it: the template's control tokens are read as such, the text as plain text.
+
+        A text longer than ``max_text_tokens`` is cut (with a warning) and the template kept whole, so that
+        the tokens a pooling rule reads (the prompt's last one) stay where the model expects them.
+        """
+        head, plain_pre, plain_post, tail = _split_template(template)
         with self._native():
-            tokens = self._model.tokenize(text, parse_special=False)
-            if len(tokens) > self.settings.max_text_tokens:
+            special = [self._model.tokenize(head, parse_special=True)]
+            body = self._model.tokenize(plain_pre + text + plain_post, parse_special=False)
+            end = self._model.tokenize(tail, parse_special=True)
+            room = self.settings.max_text_tokens - len(special[0]) - len(end)
+            if len(body) > room:
                 log.warning(
                     "text of %d tokens truncated to max_text_tokens=%d",
-                    len(tokens),
+                    len(body),
                     self.settings.max_text_tokens,
                 )
-                tokens = tokens[: self.settings.max_text_tokens]
+                body = body[: max(room, 0)]
+            tokens = np.concatenate([special[0], body, end]).astype(np.int32)
             t0 = time.perf_counter()
             self._ctx.clear()
             states = self._ctx.decode_tokens(tokens, 0)
@@ -324,14 +353,19 @@ class Embedder(Closing):
     # -- internals -----------------------------------------------------------------------------------
 
     def _require_head(self) -> MultiVectorHead:
-        if self._head is None:
+        if self._head is not None:
+            return self._head
+        if not self.profile.multivector:
             raise ModelError(
-                f"the model in {self.files.language_model.parent} has no multi-vector head ({HEAD_FILE} "
-                "beside its GGUFs), so it gives single vectors only. Make one with `docvec models convert "
-                "HF_DIR OUT_DIR` from a checkpoint that has a multi_vector_projector (jina-embeddings-v4's), "
-                "or get jina-embeddings-v4's with `docvec models pull jina-v4`"
+                f"{self.profile.name} has no multi-vector head: it gives single vectors only. Multi-vector "
+                "search needs a model with one (jina-embeddings-v4: `docvec models pull jina-v4`)"
             )
-        return self._head
+        raise ModelError(
+            f"the model in {self.files.language_model.parent} has no multi-vector head ({HEAD_FILE} "
+            "beside its GGUFs), so it gives single vectors only. Make one with `docvec models convert "
+            "HF_DIR OUT_DIR` from a checkpoint that has a multi_vector_projector (jina-embeddings-v4's), "
+            "or get jina-embeddings-v4's with `docvec models pull jina-v4`"
+        )
 
     def _embed_texts(
         self, texts: Sequence[str], template: str, dim: int | None, head: MultiVectorHead | None
@@ -347,8 +381,8 @@ class Embedder(Closing):
         out = np.empty((len(items), self.hidden_size), np.float32)
         tokens: list[Vectors] = []
         for i, t in enumerate(items):
-            states = self.text_states(template.format(text=t)).states
-            out[i] = states.mean(axis=0)
+            states = self.prompt_states(template, t).states
+            out[i] = self._pool(states, None)
             if head is not None:
                 tokens.append(head(states))
         return normalize(out, d), tokens
@@ -371,8 +405,7 @@ class Embedder(Closing):
         tokens: list[Vectors] = []
         for i, rgb in enumerate(prepared):
             st = self._image_states(rgb)
-            a, b = st.span
-            out[i] = st.states[a : b + 1].mean(axis=0)
+            out[i] = self._pool(st.states, st.span)
             if head is not None:
                 tokens.append(head(st.states))
         return normalize(out, d), tokens
@@ -393,7 +426,17 @@ class Embedder(Closing):
             pos += c.n_pos
         return np.concatenate(states), np.concatenate(ids)
 
-    def _span(self, ids: npt.NDArray[np.int32]) -> tuple[int, int]:
+    def _pool(self, states: Vectors, span: tuple[int, int] | None) -> Vectors:
+        """One input's vector from its token states, by the profile's rule (before normalisation)."""
+        if self.profile.pooling == "last":
+            return np.asarray(states[-1], np.float32)
+        a, b = span if span is not None else (0, len(states) - 1)
+        return np.asarray(states[a : b + 1].mean(axis=0), np.float32)
+
+    def _span(self, ids: npt.NDArray[np.int32]) -> tuple[int, int] | None:
+        """The pooled image span (first, last index, both included), or None for a profile without one."""
+        if self._span_ids is None:
+            return None
         start, end = self._span_ids
         a = np.flatnonzero(ids == start)
         b = np.flatnonzero(ids == end)
@@ -435,6 +478,27 @@ class _Handles:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.closed = False
+
+
+# a control token of the Qwen chat templates (<|im_start|>, <|vision_start|>, ...)
+_CONTROL = re.compile(r"<\|[^|<>\s]+\|>")
+
+
+def _split_template(template: str) -> tuple[str, str, str, str]:
+    """``template`` cut around ``{text}`` into (control part, plain part, plain part, control part).
+
+    The plain stretch runs from the last control token before ``{text}`` to the first one after it, and
+    is tokenized with the text as plain text: the same tokens a tokenizer gives the whole prompt (it splits
+    at control tokens first), but markup inside a user's text stays text.
+    """
+    if template.count("{text}") != 1:
+        raise ConfigError(f"a text template holds '{{text}}' exactly once: {template!r}")
+    pre, post = template.split("{text}")
+    before = [m.end() for m in _CONTROL.finditer(pre)]
+    after = _CONTROL.search(post)
+    a = before[-1] if before else 0
+    b = after.start() if after else len(post)
+    return pre[:a], pre[a:], post[:b], post[b:]
 
 
 def _as_list(items: Sequence[Any], what: str) -> list[Any]:

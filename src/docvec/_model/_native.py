@@ -111,10 +111,27 @@ class LlamaModel:
             self.handle = None
 
 
-class LlamaContext:
-    """An embeddings context with no pooling: every decoded token yields its last hidden state."""
+# ggml_type values of the KV cache types docvec offers
+_KV_TYPES = {"f16": 1, "f32": 0}
 
-    def __init__(self, model: LlamaModel, *, n_ctx: int, n_batch: int, threads: int) -> None:
+
+class LlamaContext:
+    """An embeddings context with no pooling: every decoded token yields its last hidden state.
+
+    ``flash_attention`` False turns llama.cpp's flash attention off (True leaves it to llama.cpp, which
+    uses it where the backend has it); ``kv_cache`` is the KV cache's type, ``"f16"`` or ``"f32"``.
+    """
+
+    def __init__(
+        self,
+        model: LlamaModel,
+        *,
+        n_ctx: int,
+        n_batch: int,
+        threads: int,
+        flash_attention: bool = True,
+        kv_cache: str = "f16",
+    ) -> None:
         ll = model._ll
         self._ll = ll
         self.model = model
@@ -127,6 +144,13 @@ class LlamaContext:
         params.n_threads_batch = threads
         params.embeddings = True
         params.pooling_type = ll.LLAMA_POOLING_TYPE_NONE
+        params.flash_attn_type = (
+            ll.LLAMA_FLASH_ATTN_TYPE_AUTO if flash_attention else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
+        try:
+            params.type_k = params.type_v = _KV_TYPES[kv_cache]
+        except KeyError:
+            raise BackendError(f"kv_cache must be one of {', '.join(_KV_TYPES)}, not {kv_cache!r}") from None
         handle = ll.llama_init_from_model(model.handle, params)
         if not handle:
             raise BackendError(f"{model.path}: llama.cpp could not create a context (n_ctx={n_ctx})")

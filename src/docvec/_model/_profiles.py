@@ -8,11 +8,21 @@ overrides against the model and fills in what was left unset.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from .._config import EmbedSettings
 from .._errors import ConfigError, ModelMismatchError
 
-__all__ = ["JINA_V4", "PROFILES", "ImageBounds", "ModelProfile", "profile_for"]
+__all__ = [
+    "JINA_V4",
+    "PROFILES",
+    "QWEN3_VL_EMBEDDING",
+    "ImageBounds",
+    "ModelProfile",
+    "Pooling",
+    "Published",
+    "profile_for",
+]
 
 
 @dataclass(frozen=True)
@@ -25,17 +35,37 @@ class ImageBounds:
     max_aspect: float  # longer side over shorter side, at most
 
 
+#: How a profile turns token states into one vector: ``mean`` averages a text's tokens and an image's
+#: :attr:`ModelProfile.image_span`; ``last`` takes the last token's state (the prompt's final token).
+Pooling = Literal["mean", "last"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A quality figure its authors published for a model, and where."""
+
+    benchmark: str  # e.g. "ViDoRe v1 (nDCG@5)"
+    score: float
+    source: str  # the page or paper the figure comes from
+
+
 @dataclass(frozen=True)
 class ModelProfile:
-    """How one embedding model turns queries, passages and images into single vectors."""
+    """How one embedding model turns queries, passages and images into single vectors, and what a user
+    choosing it should know (licence, published quality). Each value says where it comes from, next to it.
+    """
 
     name: str
     architectures: tuple[str, ...]  # GGUF ``general.architecture`` values of its language model
     projectors: tuple[str, ...]  # ``clip.projector_type`` values of its vision encoder
+    #: the whole prompt of a query, a passage and a page: ``{text}`` stands where the text goes (tokenized
+    #: as plain text: markup in a query is never read as a control token), ``{marker}`` where the image goes
     query_template: str
     passage_template: str
-    image_template: str  # ``{marker}`` stands where the image goes
-    image_span: tuple[str, str]  # tokens that open and close the pooled image span, both included
+    image_template: str
+    pooling: Pooling
+    #: tokens that open and close the pooled image span, both included (``mean`` pooling); ``None``: none
+    image_span: tuple[str, str] | None
     image_unit: int  # pixels per side covered by one image token (patch x spatial merge)
     #: the sizes a vector may be truncated to (Matryoshka), as fractions of the model's width: the full
     #: size is always one. A model of the same architecture and another width (the tiny test model, 64
@@ -44,7 +74,18 @@ class ModelProfile:
     min_pixels: int  # the model's image area bounds after resizing (its processor's defaults)
     max_pixels: int
     max_aspect: float  # its image processor refuses longer-to-shorter side ratios above this
-    licence: str
+    #: the image area pages are rendered near and resized within by default (``DOCVEC_EMBED__MAX_PIXELS``
+    #: sets another, up to :attr:`max_pixels`): a measured trade of cost per page against detail
+    page_pixels: int
+    licence: str  # SPDX identifier
+    #: language-model attention with flash attention (llama.cpp's), and the KV cache type, by default:
+    #: the cheapest setting that keeps this model's vectors within docvec's parity bar (the embedder's
+    #: settings may override both)
+    flash_attention: bool
+    kv_cache: Literal["f16", "f32"]
+    #: whether checkpoints of this model carry a multi-vector head docvec can use
+    multivector: bool
+    published: tuple[Published, ...] = ()
 
     def dims(self, width: int) -> tuple[int, ...]:
         """The vector sizes a model of this profile with ``width``-wide hidden states gives, smallest first
@@ -70,7 +111,7 @@ class ModelProfile:
         area under one token, is a :class:`ConfigError`."""
         dim = self.check_dim(settings.dim if settings.dim is not None else width, width)
         low = settings.min_pixels if settings.min_pixels is not None else self.min_pixels
-        high = settings.max_pixels if settings.max_pixels is not None else self.max_pixels
+        high = settings.max_pixels if settings.max_pixels is not None else self.page_pixels
         token = self.image_unit**2
         if low < token or high < token:
             side = self.image_unit
@@ -87,23 +128,93 @@ JINA_V4 = ModelProfile(
     name="jina-embeddings-v4",
     architectures=("qwen2vl",),
     projectors=("qwen2.5vl_merger",),
+    # the model card's prompts (jina-embeddings-v4's encode_text: "Query: " / "Passage: " prefixes)
     query_template="Query: {text}",
     passage_template="Passage: {text}",
-    # mtmd inserts <|vision_start|> and <|vision_end|> around the marker itself.
+    # its encode_image prompt; mtmd inserts <|vision_start|> and <|vision_end|> around the marker itself
     image_template="<|im_start|>user\n{marker}Describe the image.<|im_end|>\n",
+    # its pooling: texts average every token, images the vision span with both markers
+    pooling="mean",
     image_span=("<|vision_start|>", "<|vision_end|>"),
     image_unit=28,
     # 2048 numbers, truncatable to 1024, 512, 256 or 128 (the model card's Matryoshka sizes)
     matryoshka=(1 / 16, 1 / 8, 1 / 4, 1 / 2),
-    # Qwen2.5-VL's processor as jina-embeddings-v4 configures it: 4 to 768 image tokens of 28x28 pixels.
+    # Qwen2.5-VL's processor as jina-embeddings-v4 configures it: 4 to 768 image tokens of 28x28 pixels
+    # ("Input Image Size: 768x28x28" on jina's model page); pages are rendered at the model's own maximum
     min_pixels=4 * 28 * 28,
     max_pixels=768 * 28 * 28,
     max_aspect=200.0,
+    page_pixels=768 * 28 * 28,
     licence="CC-BY-NC-4.0",
+    # mean pooling averages the F16 KV cache's rounding away: pooled cosine >= 0.9999993 on the 3B
+    # geometry with llama.cpp's defaults (shared notes, llama-cpp-embedding.md)
+    flash_attention=True,
+    kv_cache="f16",
+    multivector=True,
+    published=(
+        Published(
+            "ViDoRe v1 (nDCG@5, single vector)", 84.1, "https://huggingface.co/jinaai/jina-embeddings-v4"
+        ),
+        Published(
+            "ViDoRe v2 (nDCG@5, single vector)", 57.6, "https://huggingface.co/jinaai/jina-embeddings-v4"
+        ),
+    ),
+)
+
+# Qwen3-VL-Embedding (Qwen, 2026-01; 2B and 8B). Every rule below is from its official code, github
+# QwenLM/Qwen3-VL-Embedding src/models/qwen3_vl_embedding.py (Apache-2.0): Qwen3VLEmbedder.format_model_input
+# builds a conversation of a system message (the instruction) and a user turn (the image, then the text),
+# _preprocess_inputs renders it with the chat template and add_generation_prompt=True, and _pooling_last
+# takes the last token's last hidden state, then F.normalize.
+_QWEN3_VL_CHAT = (
+    "<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n{content}<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
+#: the embedder's default_instruction, used for everything that is not a query
+QWEN3_VL_DEFAULT_INSTRUCTION = "Represent the user's input."
+#: the instruction its authors give queries for retrieval of images or text (the model card's and the
+#: repository's examples, and the reranker's evaluation scripts)
+QWEN3_VL_QUERY_INSTRUCTION = "Retrieve images or text relevant to the user's query."
+
+QWEN3_VL_EMBEDDING = ModelProfile(
+    name="qwen3-vl-embedding",
+    architectures=("qwen3vl",),
+    projectors=("qwen3vl_merger",),
+    query_template=_QWEN3_VL_CHAT.format(instruction=QWEN3_VL_QUERY_INSTRUCTION, content="{text}"),
+    passage_template=_QWEN3_VL_CHAT.format(instruction=QWEN3_VL_DEFAULT_INSTRUCTION, content="{text}"),
+    # mtmd inserts <|vision_start|> and <|vision_end|> around the marker, as the chat template does
+    image_template=_QWEN3_VL_CHAT.format(instruction=QWEN3_VL_DEFAULT_INSTRUCTION, content="{marker}"),
+    pooling="last",
+    image_span=None,
+    # patch 16 x spatial merge 2 (IMAGE_FACTOR = 32 in the official code)
+    image_unit=32,
+    # 2B: 2048 wide, 8B: 4096; the model card's Matryoshka range runs from 64 up, in powers of two
+    matryoshka=(1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2),
+    # MIN_PIXELS = 4 * 32 * 32 and MAX_PIXELS = 1800 * 32 * 32 in the official code, resized by
+    # qwen_vl_utils' fetch_image (smart_resize with factor 32; aspect ratio at most 200)
+    min_pixels=4 * 32 * 32,
+    max_pixels=1800 * 32 * 32,
+    max_aspect=200.0,
+    # docvec's page budget: 1,024 tokens (an A4 page at about 105 dpi) where the model takes up to 1,800;
+    # the measured cost of each is in docs/models.md
+    page_pixels=1024 * 32 * 32,
+    licence="Apache-2.0",
+    # last-token pooling reads one state, so the F16 rounding of flash attention is not averaged away:
+    # pooled cosine 0.99998 after 961 image tokens with it, >= 0.9999999 without (shared notes,
+    # qwen3-vl.md; measured again in tests/test_parity_qwen3vl.py)
+    flash_attention=False,
+    kv_cache="f16",
+    multivector=False,
+    published=(
+        Published("ViDoRe v1 (nDCG@5), 2B", 84.4, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-2B"),
+        Published("ViDoRe v2 (nDCG@5), 2B", 65.3, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-2B"),
+        Published("ViDoRe v1 (nDCG@5), 8B", 87.2, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-8B"),
+        Published("ViDoRe v2 (nDCG@5), 8B", 69.9, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-8B"),
+    ),
 )
 
 #: every model docvec knows
-PROFILES = (JINA_V4,)
+PROFILES = (JINA_V4, QWEN3_VL_EMBEDDING)
 
 
 def profile_for(architecture: str, projector: str) -> ModelProfile:

@@ -82,13 +82,20 @@ def _failed(path: object, reason: str) -> IngestReport:
 
 def require_head(embedder: Embedder, collection: str) -> None:
     """Refuse to fill multi-vector ``collection`` with a model that has no multi-vector head."""
-    if not embedder.has_multivector:
-        folder = embedder.files.language_model.parent
+    if embedder.has_multivector:
+        return
+    if not embedder.profile.multivector:
         raise ModelError(
-            f"collection {collection!r} is multi-vector, and the model {folder} has no multi-vector "
-            "head: `docvec models convert` one from a checkpoint that has it, or `docvec models pull "
-            "jina-v4`"
+            f"collection {collection!r} is multi-vector, and {embedder.profile.name} gives single vectors "
+            "only (the model has no multi-vector head): use a single-vector collection with it, or a model "
+            "with a head for this one (jina-v4: `docvec models pull jina-v4`)"
         )
+    folder = embedder.files.language_model.parent
+    raise ModelError(
+        f"collection {collection!r} is multi-vector, and the model {folder} has no multi-vector "
+        "head: `docvec models convert` one from a checkpoint that has it, or `docvec models pull "
+        "jina-v4`"
+    )
 
 
 class Ingestor:
