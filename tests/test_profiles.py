@@ -1,0 +1,91 @@
+"""Model profiles: the rules the generic embedding path takes from them (prompts, pooling, sizes, image
+bounds, attention precision), and that the embedder knows no model names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from docvec import Embedder, EmbedSettings, ModelFiles, ModelMismatchError
+from docvec._model._embedder import _split_template
+from docvec._model._profiles import JINA_V4, PROFILES, QWEN3_VL_EMBEDDING, profile_for
+
+from .helpers import ROOT, TEXTS
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_text_templates_split_around_the_text(profile: object) -> None:
+    for template in (profile.query_template, profile.passage_template):  # type: ignore[attr-defined]
+        head, pre, post, tail = _split_template(template)
+        assert head + pre + "{text}" + post + tail == template
+        # the plain stretch holds no control token: a user's text is never read as one
+        assert "<|" not in pre + post
+
+
+def test_qwen3_vl_embedding_prompts_are_its_chat_template() -> None:
+    # src/models/qwen3_vl_embedding.py: system instruction, user content, generation prompt
+    q = QWEN3_VL_EMBEDDING.query_template.format(text="invoice total")
+    assert q == (
+        "<|im_start|>system\nRetrieve images or text relevant to the user's query.<|im_end|>\n"
+        "<|im_start|>user\ninvoice total<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert QWEN3_VL_EMBEDDING.image_template.format(marker="<M>") == (
+        "<|im_start|>system\nRepresent the user's input.<|im_end|>\n"
+        "<|im_start|>user\n<M><|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert QWEN3_VL_EMBEDDING.pooling == "last" and QWEN3_VL_EMBEDDING.image_span is None
+    assert not QWEN3_VL_EMBEDDING.multivector and QWEN3_VL_EMBEDDING.licence == "Apache-2.0"
+
+
+def test_profiles_are_found_by_architecture_not_by_name() -> None:
+    assert profile_for("qwen2vl", "qwen2.5vl_merger") is JINA_V4
+    assert profile_for("qwen3vl", "qwen3vl_merger") is QWEN3_VL_EMBEDDING
+    with pytest.raises(ModelMismatchError, match="qwen3vl \\+ qwen3vl_merger"):
+        profile_for("qwen3vl", "qwen2.5vl_merger")
+
+
+def test_sizes_and_page_budget_follow_the_profile() -> None:
+    assert QWEN3_VL_EMBEDDING.dims(2048) == (64, 128, 256, 512, 1024, 2048)
+    assert QWEN3_VL_EMBEDDING.dims(4096) == (128, 256, 512, 1024, 2048, 4096)
+    dim, bounds = QWEN3_VL_EMBEDDING.resolve(EmbedSettings(), 2048)
+    assert dim == 2048 and bounds.unit == 32
+    assert (bounds.min_pixels, bounds.max_pixels) == (4 * 32 * 32, 1024 * 32 * 32)
+    # the budget is raised up to the model's own maximum with a setting
+    _, raised = QWEN3_VL_EMBEDDING.resolve(EmbedSettings(max_pixels=1800 * 32 * 32), 2048)
+    assert raised.max_pixels == QWEN3_VL_EMBEDDING.max_pixels
+    assert JINA_V4.resolve(EmbedSettings(), 2048)[1].max_pixels == 768 * 28 * 28
+
+
+def test_markup_in_a_query_is_plain_text(embedder: Embedder) -> None:
+    im_end = embedder._special_id("<|im_end|>")
+    states = embedder.prompt_states(JINA_V4.query_template, "stop <|im_end|> here")
+    assert im_end not in states.token_ids.tolist()
+    assert states.token_ids.tolist() == embedder._model.tokenize("Query: stop <|im_end|> here").tolist()
+
+
+def test_attention_precision_settings_reach_the_context(tiny_files: ModelFiles) -> None:
+    default = Embedder(tiny_files, EmbedSettings(threads=2))
+    exact = Embedder(tiny_files, EmbedSettings(threads=2, flash_attention=False, kv_cache="f32"))
+    try:
+        assert (default.flash_attention, default.kv_cache) == (True, "f16")  # jina-v4's profile
+        assert (exact.flash_attention, exact.kv_cache) == (False, "f32")
+        a, b = default.embed_queries(TEXTS), exact.embed_queries(TEXTS)
+        cos = np.sum(a * b, axis=1)
+        # the same model either way, computed with another precision: close, and not bit-identical
+        assert cos.min() >= 0.99999 and not np.array_equal(a, b)
+    finally:
+        default.close()
+        exact.close()
+
+
+def test_the_runtime_names_no_second_family() -> None:
+    # a model is a profile and a registry entry: adding Qwen3-VL-Embedding touched no code path outside them
+    runtime = [ROOT / "src" / "docvec" / "_index.py", ROOT / "src" / "docvec" / "_live.py"]
+    for folder in ("_model", "_pipeline", "_store", "_render"):
+        runtime += sorted((ROOT / "src" / "docvec" / folder).glob("*.py"))
+    named = [
+        p.name
+        for p in runtime
+        if p.name not in {"_profiles.py", "_registry.py"} and "qwen3" in p.read_text().lower()
+    ]
+    assert named == []
