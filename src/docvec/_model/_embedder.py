@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import os
 import re
@@ -265,10 +266,10 @@ class Embedder(Closing):
         """
         head, plain_pre, plain_post, tail = _split_template(template)
         with self._native():
-            special = [self._model.tokenize(head, parse_special=True)]
+            start = self._model.tokenize(head, parse_special=True)
             body = self._model.tokenize(plain_pre + text + plain_post, parse_special=False)
             end = self._model.tokenize(tail, parse_special=True)
-            room = self.settings.max_text_tokens - len(special[0]) - len(end)
+            room = self.settings.max_text_tokens - len(start) - len(end)
             if len(body) > room:
                 log.warning(
                     "text of %d tokens truncated to max_text_tokens=%d",
@@ -276,7 +277,7 @@ class Embedder(Closing):
                     self.settings.max_text_tokens,
                 )
                 body = body[: max(room, 0)]
-            tokens = np.concatenate([special[0], body, end]).astype(np.int32)
+            tokens = np.concatenate([start, body, end]).astype(np.int32)
             t0 = time.perf_counter()
             self._ctx.clear()
             states = self._ctx.decode_tokens(tokens, 0)
@@ -484,6 +485,7 @@ class _Handles:
 _CONTROL = re.compile(r"<\|[^|<>\s]+\|>")
 
 
+@functools.lru_cache(maxsize=32)  # a profile has three templates: split each once, not once per text
 def _split_template(template: str) -> tuple[str, str, str, str]:
     """``template`` cut around ``{text}`` into (control part, plain part, plain part, control part).
 
