@@ -4,13 +4,9 @@ Offline tests and demos need a model that goes through the same code paths as ji
 converter, llama.cpp's Qwen2.5-VL graphs, the transformers reference) without downloading 7.5 GB.
 :func:`build_checkpoint` writes one, deterministically: the same seed gives byte-identical files.
 
-The tokenizer is the real Qwen2 byte-level BPE, rebuilt from the vocabulary that llama.cpp ships for its
-tokenizer tests (``models/ggml-vocab-qwen2.gguf``), plus the Qwen2.5-VL added tokens at their real ids, so
-``convert_hf_to_gguf.py`` recognises its pre-tokenizer as ``qwen2`` and token ids match the real model.
-
-Weights are random with scale-preserving widths (linear weights N(0, 1/fan_in), embeddings N(0, 1), biases
-N(0, 0.1), norm weights N(1, 0.1)): the attention, MLP, bias and norm-weight paths all change the output,
-so a parity test between two implementations notices when one of them gets any of these wrong.
+The tokenizer is the real Qwen2 byte-level BPE with the Qwen2.5-VL added tokens at their real ids
+(:mod:`docvec._tools._qwen_tokenizer`); the weights are random and scale-preserving
+(:mod:`docvec._tools._random_weights`).
 
 Beside Qwen2.5-VL's own weights the checkpoint holds jina-embeddings-v4's multi-vector head under its real
 names (``multi_vector_projector.weight`` [128, text hidden], ``.bias`` [128]), initialised like the other
@@ -21,18 +17,19 @@ reads them straight from the safetensors file.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigError, ModelFileError, ToolError
+from .._errors import ConfigError
 from .._fileio import write_atomic, write_json_atomic
 from .._model._head import KEYS as HEAD_KEYS
 from .._model._profiles import JINA_V4
+from ._qwen_tokenizer import QWEN2_PRETOKENIZE_REGEX, QWEN25VL_ADDED_TOKENS, VOCAB_SIZE, qwen_tokenizer_json
+from ._qwen_tokenizer import tokenizer_files as _tokenizer_files
+from ._random_weights import TensorSpec, tensor_specs, write_weights
 
 __all__ = [
     "ADDED_TOKENS",
@@ -48,42 +45,8 @@ __all__ = [
 
 logger = logging.getLogger("docvec")
 
-#: Rows of the embedding matrix of every Qwen2.5-VL size (more than the 151665 tokens in use).
-VOCAB_SIZE = 151936
-#: Tokens of the BPE vocabulary proper; the added tokens follow from this id on.
-N_BPE_TOKENS = 151643
-
 #: Qwen2.5-VL's added tokens in id order from 151643, with whether transformers treats each as special.
-ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
-    ("<|endoftext|>", True),
-    ("<|im_start|>", True),
-    ("<|im_end|>", True),
-    ("<|object_ref_start|>", True),
-    ("<|object_ref_end|>", True),
-    ("<|box_start|>", True),
-    ("<|box_end|>", True),
-    ("<|quad_start|>", True),
-    ("<|quad_end|>", True),
-    ("<|vision_start|>", True),
-    ("<|vision_end|>", True),
-    ("<|vision_pad|>", True),
-    ("<|image_pad|>", True),
-    ("<|video_pad|>", True),
-    ("<tool_call>", False),
-    ("</tool_call>", False),
-    ("<|fim_prefix|>", False),
-    ("<|fim_middle|>", False),
-    ("<|fim_suffix|>", False),
-    ("<|fim_pad|>", False),
-    ("<|repo_name|>", False),
-    ("<|file_sep|>", False),
-)
-
-#: Qwen2's pre-tokenizer split pattern (the one transformers' Qwen2Tokenizer and llama.cpp's ``qwen2`` use).
-QWEN2_PRETOKENIZE_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"""
-    r"""\s+(?!\S)|\s+"""
-)
+ADDED_TOKENS = QWEN25VL_ADDED_TOKENS
 
 #: Qwen2-VL's image normalisation (the OpenAI CLIP values).
 IMAGE_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -95,10 +58,8 @@ HEAD_DIM = 128
 _ID_ENDOFTEXT = 151643
 _ID_IM_END = 151645
 
-#: Bump when the tokenizer JSON this module writes changes, so that old cache entries are not reused.
-_TOKENIZER_FORMAT = 1
-_DTYPES = ("float32", "float16", "bfloat16")
-_SHARD_BYTES = 2 * 1024**3
+#: the weight types a checkpoint can be written in
+DTYPES = ("float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -212,9 +173,6 @@ class ModelGeometry:
         }
 
 
-# --------------------------------------------------------------------------------------------- tokenizer
-
-
 # The geometries docvec builds, one ModelGeometry each: its first fields, in order.
 # fmt: off
 _GEOMETRIES: dict[str, tuple[Any, ...]] = {
@@ -227,134 +185,8 @@ _GEOMETRIES: dict[str, tuple[Any, ...]] = {
 
 
 def qwen25vl_tokenizer_json(vocab_gguf: Path, cache_dir: Path | None = None) -> str:
-    """The ``tokenizer.json`` text of Qwen2.5-VL's tokenizer, rebuilt from llama.cpp's Qwen2 vocabulary.
-
-    ``vocab_gguf`` is ``models/ggml-vocab-qwen2.gguf`` from the llama.cpp source. Reading it takes ~8 s, so
-    the result is kept under ``cache_dir`` (when given), keyed by the file's SHA-256.
-    """
-    vocab_gguf = Path(vocab_gguf)
-    try:
-        digest = hashlib.sha256(vocab_gguf.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise ModelFileError(vocab_gguf, f"cannot read the vocabulary: {exc}") from exc
-    cached = None
-    if cache_dir is not None:
-        cached = Path(cache_dir) / f"qwen25vl-tokenizer-v{_TOKENIZER_FORMAT}-{digest[:20]}.json"
-        if cached.is_file():
-            logger.debug("tokenizer from cache %s", cached)
-            return cached.read_text(encoding="utf-8")
-    text = _build_tokenizer_json(vocab_gguf)
-    if cached is not None:
-        write_atomic(cached, text.encode("utf-8"))
-        logger.debug("tokenizer cached at %s", cached)
-    return text
-
-
-def _build_tokenizer_json(vocab_gguf: Path) -> str:
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
-    from tokenizers.models import BPE
-
-    tokens, merges = _read_bpe_vocab(vocab_gguf)
-    vocab = {tok: i for i, tok in enumerate(tokens)}
-    if len(vocab) != N_BPE_TOKENS:
-        raise ModelFileError(vocab_gguf, f"expected {N_BPE_TOKENS} distinct BPE tokens, got {len(vocab)}")
-    tokenizer = Tokenizer(
-        BPE(
-            vocab=vocab,
-            merges=merges,
-            dropout=None,
-            unk_token=None,
-            continuing_subword_prefix="",
-            end_of_word_suffix="",
-            fuse_unk=False,
-            byte_fallback=False,
-        )
-    )
-    tokenizer.normalizer = normalizers.NFC()
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-        ]
-    )
-    tokenizer.post_processor = processors.ByteLevel(
-        add_prefix_space=False, trim_offsets=False, use_regex=False
-    )
-    tokenizer.decoder = decoders.ByteLevel()
-    for offset, (content, special) in enumerate(ADDED_TOKENS):
-        token = AddedToken(
-            content, single_word=False, lstrip=False, rstrip=False, normalized=False, special=special
-        )
-        if special:
-            tokenizer.add_special_tokens([token])
-        else:
-            tokenizer.add_tokens([token])
-        if tokenizer.token_to_id(content) != N_BPE_TOKENS + offset:
-            raise ToolError(f"{content} did not get id {N_BPE_TOKENS + offset}")
-    return tokenizer.to_str(pretty=True)
-
-
-def _read_bpe_vocab(vocab_gguf: Path) -> tuple[list[str], list[tuple[str, str]]]:
-    """The normal tokens (in id order) and the merges of a GGUF vocabulary file."""
-    from gguf import GGUFReader
-
-    try:
-        reader = GGUFReader(vocab_gguf)
-        token_field = reader.fields["tokenizer.ggml.tokens"]
-        type_field = reader.fields["tokenizer.ggml.token_type"]
-        merge_field = reader.fields["tokenizer.ggml.merges"]
-        pre = reader.fields["tokenizer.ggml.pre"]
-    except (KeyError, ValueError, OSError) as exc:
-        raise ModelFileError(vocab_gguf, f"not a GGUF vocabulary with BPE tokens and merges: {exc}") from exc
-    if bytes(pre.parts[pre.data[0]]).decode() != "qwen2":
-        raise ModelFileError(vocab_gguf, "not the qwen2 vocabulary")
-    normal = 1  # gguf.TokenType.NORMAL
-    types = [int(type_field.parts[t][0]) for t in type_field.data]
-    if types[:N_BPE_TOKENS].count(normal) != N_BPE_TOKENS or normal in types[N_BPE_TOKENS:]:
-        raise ModelFileError(
-            vocab_gguf, f"expected exactly the first {N_BPE_TOKENS} tokens to be normal ones"
-        )
-    tokens = [bytes(token_field.parts[i]).decode("utf-8") for i in token_field.data[:N_BPE_TOKENS]]
-    merges: list[tuple[str, str]] = []
-    for i in merge_field.data:
-        left, sep, right = bytes(merge_field.parts[i]).decode("utf-8").partition(" ")
-        if not sep:
-            raise ModelFileError(vocab_gguf, f"malformed merge {left!r}")
-        merges.append((left, right))
-    return tokens, merges
-
-
-def _tokenizer_config() -> dict[str, Any]:
-    decoder = {
-        str(N_BPE_TOKENS + i): {
-            "content": content,
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-            "special": special,
-        }
-        for i, (content, special) in enumerate(ADDED_TOKENS)
-    }
-    return {
-        "add_bos_token": False,
-        "add_prefix_space": False,
-        "added_tokens_decoder": decoder,
-        "additional_special_tokens": [c for c, special in ADDED_TOKENS[1:] if special],
-        "bos_token": None,
-        "clean_up_tokenization_spaces": False,
-        "eos_token": "<|im_end|>",
-        "errors": "replace",
-        "model_max_length": 131072,
-        "pad_token": "<|endoftext|>",
-        "processor_class": "Qwen2_5_VLProcessor",
-        "split_special_tokens": False,
-        "tokenizer_class": "Qwen2Tokenizer",
-        "unk_token": None,
-    }
-
-
-# --------------------------------------------------------------------------------------------- weights
+    """The ``tokenizer.json`` text of Qwen2.5-VL's tokenizer (see :func:`qwen_tokenizer_json`)."""
+    return qwen_tokenizer_json(vocab_gguf, QWEN25VL_ADDED_TOKENS, cache_dir)
 
 
 def build_checkpoint(
@@ -383,8 +215,8 @@ def build_checkpoint(
     by one shard. ``cache_dir`` keeps the rebuilt tokenizer (see :func:`qwen25vl_tokenizer_json`).
     """
     geometry = ModelGeometry.tiny() if geometry is None else geometry
-    if dtype not in _DTYPES:
-        raise ConfigError(f"dtype must be one of {', '.join(_DTYPES)}, not {dtype!r}")
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
     out_dir = Path(out_dir)
     tokenizer_json = qwen25vl_tokenizer_json(vocab_gguf, cache_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -403,32 +235,18 @@ def build_checkpoint(
         },
     )
     write_atomic(out_dir / "tokenizer.json", tokenizer_json.encode("utf-8"))
-    write_json_atomic(out_dir / "tokenizer_config.json", _tokenizer_config())
-    write_json_atomic(
-        out_dir / "special_tokens_map.json",
-        {
-            "additional_special_tokens": [c for c, special in ADDED_TOKENS[1:] if special],
-            "eos_token": "<|im_end|>",
-            "pad_token": "<|endoftext|>",
-        },
-    )
+    for name, content in _tokenizer_files(QWEN25VL_ADDED_TOKENS, "Qwen2_5_VLProcessor").items():
+        write_json_atomic(out_dir / name, content)
     write_json_atomic(out_dir / "preprocessor_config.json", _preprocessor_config(geometry))
 
     torch_dtype = getattr(torch, dtype)
     specs = list(_tensor_specs(config))
-    _write_weights(out_dir, specs, seed, torch_dtype)
+    write_weights(out_dir, specs, seed, torch_dtype)
     logger.info("wrote a random %s Qwen2.5-VL checkpoint to %s", dtype, out_dir)
     return out_dir
 
 
-@dataclass(frozen=True)
-class _TensorSpec:
-    name: str  # as stored in the checkpoint
-    shape: tuple[int, ...]
-    kind: str  # "embedding", "norm", "bias" or "weight"
-
-
-def _tensor_specs(config: Any) -> Iterator[_TensorSpec]:
+def _tensor_specs(config: Any) -> list[TensorSpec]:
     """Every stored tensor of the architecture, named as transformers saves Qwen2.5-VL checkpoints, and the
     multi-vector head, named as jina-embeddings-v4 saves it."""
     import torch
@@ -436,28 +254,12 @@ def _tensor_specs(config: Any) -> Iterator[_TensorSpec]:
 
     with torch.device("meta"):
         model = Qwen2_5_VLForConditionalGeneration(config)
-    seen: set[int] = set()
-    for module_name, module in model.named_modules():
-        is_norm = "Norm" in type(module).__name__
-        is_embedding = isinstance(module, torch.nn.Embedding)
-        for param_name, param in module.named_parameters(recurse=False):
-            if id(param) in seen:  # a tied lm_head
-                continue
-            seen.add(id(param))
-            name = _stored_name(f"{module_name}.{param_name}")
-            if is_embedding:
-                kind = "embedding"
-            elif is_norm:
-                kind = "norm"
-            elif param_name == "bias":
-                kind = "bias"
-            else:
-                kind = "weight"
-            yield _TensorSpec(name, tuple(param.shape), kind)
+    specs = list(tensor_specs(model, _stored_name))
     # jina-embeddings-v4's late-interaction head on the last hidden state, saved where its model saves it
     # (top level, beside the Qwen2.5-VL weights); "weight" and "bias" give it a linear layer's scales.
-    yield _TensorSpec(HEAD_KEYS[0], (HEAD_DIM, int(config.text_config.hidden_size)), "weight")
-    yield _TensorSpec(HEAD_KEYS[1], (HEAD_DIM,), "bias")
+    specs.append(TensorSpec(HEAD_KEYS[0], (HEAD_DIM, int(config.text_config.hidden_size)), "weight"))
+    specs.append(TensorSpec(HEAD_KEYS[1], (HEAD_DIM,), "bias"))
+    return specs
 
 
 def _stored_name(name: str) -> str:
@@ -465,63 +267,6 @@ def _stored_name(name: str) -> str:
         if name.startswith(prefix):
             return stored + name[len(prefix) :]
     return name
-
-
-def _random_tensor(spec: _TensorSpec, seed: int, dtype: Any) -> Any:
-    import torch
-
-    key = hashlib.sha256(f"docvec-tiny/{seed}/{spec.name}".encode()).digest()
-    generator = torch.Generator().manual_seed(int.from_bytes(key[:8], "little") & (2**63 - 1))
-    tensor = torch.empty(spec.shape, dtype=torch.float32)
-    if spec.kind == "embedding":
-        tensor.normal_(0.0, 1.0, generator=generator)
-    elif spec.kind == "norm":
-        tensor.normal_(1.0, 0.1, generator=generator)
-    elif spec.kind == "bias":
-        tensor.normal_(0.0, 0.1, generator=generator)
-    else:
-        fan_in = 1
-        for n in spec.shape[1:]:
-            fan_in *= n
-        tensor.normal_(0.0, fan_in**-0.5, generator=generator)
-    return tensor.to(dtype)
-
-
-def _write_weights(out_dir: Path, specs: list[_TensorSpec], seed: int, dtype: Any) -> None:
-    import torch
-    from safetensors.torch import save_file
-
-    for stale in [*out_dir.glob("model*.safetensors"), out_dir / "model.safetensors.index.json"]:
-        stale.unlink(missing_ok=True)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    shards: list[list[_TensorSpec]] = [[]]
-    shard_bytes = 0
-    total = 0
-    for spec in specs:
-        nbytes = itemsize
-        for n in spec.shape:
-            nbytes *= n
-        if shards[-1] and shard_bytes + nbytes > _SHARD_BYTES:
-            shards.append([])
-            shard_bytes = 0
-        shards[-1].append(spec)
-        shard_bytes += nbytes
-        total += nbytes
-    if len(shards) == 1:
-        names = ["model.safetensors"]
-    else:
-        names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
-    weight_map: dict[str, str] = {}
-    for file_name, shard in zip(names, shards, strict=True):
-        tensors = {spec.name: _random_tensor(spec, seed, dtype) for spec in shard}
-        save_file(tensors, str(out_dir / file_name), metadata={"format": "pt"})
-        del tensors
-        weight_map.update({spec.name: file_name for spec in shard})
-    if len(shards) > 1:
-        write_json_atomic(
-            out_dir / "model.safetensors.index.json",
-            {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))},
-        )
 
 
 def _preprocessor_config(geometry: ModelGeometry) -> dict[str, Any]:
