@@ -1,5 +1,6 @@
-"""Shared fixtures: the tiny random-weight Qwen2.5-VL, built and converted once per session with the tools
-users run (each converted model is a session fixture: conversions are the suite's costliest set-up)."""
+"""Shared fixtures: the tiny random-weight models (a Qwen2.5-VL with jina-embeddings-v4's head, and a
+Qwen3-VL-Embedding), built and converted once per session with the tools users run (each converted model
+is a session fixture: conversions are the suite's costliest set-up)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .isolation import Isolation
 
 if TYPE_CHECKING:  # the reference needs PyTorch; tests that do not use it run without
     from .reference import ReferenceEmbedder
+    from .reference_qwen3vl import Qwen3VLReference
 
 # What other processes leave in this home folder (a Prefect profile, a Hugging Face token or cache) must not
 # change the suite's verdict: the libraries that keep state there keep this run's under a folder of its own,
@@ -153,6 +155,41 @@ def tiny_files(tiny_dir: Path) -> ModelFiles:
 @pytest.fixture(scope="session")
 def embedder(tiny_files: ModelFiles) -> Iterator[Embedder]:
     emb = Embedder(tiny_files, EmbedSettings(threads=2))
+    yield emb
+    emb.close()
+
+
+@pytest.fixture(scope="session")
+def qwen3vl_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
+    """The tiny random-weight Qwen3-VL-Embedding (hf/ checkpoint plus F16 GGUFs), as `docvec models tiny
+    --arch qwen3-vl` builds it."""
+    out = tmp_path_factory.mktemp("tiny-qwen3vl")
+    build_tiny_model(out, cache_dir=cache_dir, outtype="f16", arch="qwen3-vl")
+    return out
+
+
+@pytest.fixture(scope="session")
+def qwen3vl_files(qwen3vl_dir: Path) -> ModelFiles:
+    return ModelFiles(next(qwen3vl_dir.glob("tiny-*.gguf")), next(qwen3vl_dir.glob("mmproj-*.gguf")))
+
+
+@pytest.fixture(scope="session")
+def qwen3vl_reference(qwen3vl_dir: Path) -> Qwen3VLReference:
+    """Qwen3-VL-Embedding's official embedding rules on transformers (fp32) on the tiny checkpoint."""
+    import torch
+
+    from .reference_qwen3vl import Qwen3VLReference
+
+    return Qwen3VLReference(qwen3vl_dir / "hf", dtype=torch.float32, threads=2)
+
+
+@pytest.fixture(scope="session")
+def qwen3vl_embedder(qwen3vl_files: ModelFiles) -> Iterator[Embedder]:
+    """docvec's embedder on the tiny Qwen3-VL-Embedding, with the profile's defaults (page budget aside:
+    the model's own maximum, as the reference uses)."""
+    from docvec._model._profiles import QWEN3_VL_EMBEDDING
+
+    emb = Embedder(qwen3vl_files, EmbedSettings(threads=2, max_pixels=QWEN3_VL_EMBEDDING.max_pixels))
     yield emb
     emb.close()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from docvec import ModelFiles
 from docvec._model._native import LlamaContext, LlamaModel, backend
@@ -85,15 +86,17 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     ]
 
 
-def test_embeddings_context_computes_no_logits(tiny_files: ModelFiles) -> None:
-    """0002-qwen-vl-embeddings-without-output-head.patch: no output head, no logits buffer.
+@pytest.mark.parametrize("files", ["tiny_files", "qwen3vl_files"])
+def test_embeddings_context_computes_no_logits(files: str, request: pytest.FixtureRequest) -> None:
+    """0002-qwen-vl-embeddings-without-output-head.patch: no output head, no logits buffer, for both
+    architectures (qwen2vl: jina-embeddings-v4; qwen3vl: Qwen3-VL-Embedding).
 
     Unpatched, every decoded token is also multiplied by the n_vocab x n_embd output head and its logits
     are copied out; llama_get_logits then points at them. Patched, the graph ends at the hidden states,
     which stay what they were (the parity tests compare them with the PyTorch reference).
     """
     ll, _ = backend()
-    model = LlamaModel(tiny_files.language_model)
+    model = LlamaModel(request.getfixturevalue(files).language_model)
     ctx = LlamaContext(model, n_ctx=256, n_batch=64, threads=2)
     try:
         tokens = model.tokenize("a page about the output head " * 4)

@@ -199,3 +199,69 @@ def test_converter_accepts_the_checkpoint(
     assert _gguf_string(lm, "tokenizer.ggml.pre") == "qwen2"
     assert _gguf_string(lm, "general.architecture") == "qwen2vl"
     assert _gguf_string(mmproj, "clip.projector_type") == "qwen2.5vl_merger"
+
+
+# --------------------------------------------------------------------------------------------- Qwen3-VL
+
+
+def test_qwen3vl_tokenizer_has_the_real_added_tokens(qwen3vl_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(qwen3vl_dir / "hf")
+    assert len(hf) == 151669
+    want = {"<|im_start|>": 151644, "<|image_pad|>": 151655, "<|file_sep|>": 151664}
+    want |= {"<tool_response>": 151665, "</tool_response>": 151666, "<think>": 151667, "</think>": 151668}
+    for content, token_id in want.items():
+        assert hf.convert_tokens_to_ids(content) == token_id, content
+    # the four new ones are plain added tokens, as in Qwen3-VL's tokenizer_config.json
+    tok = json.loads((qwen3vl_dir / "hf" / "tokenizer_config.json").read_text())
+    assert [tok["added_tokens_decoder"][str(i)]["special"] for i in range(151665, 151669)] == [False] * 4
+
+
+def test_qwen3vl_config_and_processor(qwen3vl_dir: Path) -> None:
+    config = json.loads((qwen3vl_dir / "hf" / "config.json").read_text())
+    assert config["model_type"] == "qwen3_vl"
+    assert config["architectures"] == ["Qwen3VLForConditionalGeneration"]
+    text, vision = config["text_config"], config["vision_config"]
+    assert (text["hidden_size"], text["num_hidden_layers"], text["head_dim"]) == (64, 4, 128)
+    assert text["rope_parameters"]["mrope_section"] == [24, 20, 20]
+    assert text["rope_parameters"]["mrope_interleaved"] is True
+    assert (vision["patch_size"], vision["spatial_merge_size"], vision["depth"]) == (16, 2, 5)
+    assert vision["deepstack_visual_indexes"] == [1, 2, 3]
+    assert vision["hidden_act"] == "gelu_pytorch_tanh"
+    pre = json.loads((qwen3vl_dir / "hf" / "preprocessor_config.json").read_text())
+    assert pre["image_mean"] == pre["image_std"] == [0.5, 0.5, 0.5]
+    assert pre["size"] == {"longest_edge": 1800 * 32 * 32, "shortest_edge": 4 * 32 * 32}
+
+
+def test_qwen3vl_weights_load_and_convert_to_deepstack_gguf(qwen3vl_dir: Path) -> None:
+    from transformers import Qwen3VLForConditionalGeneration
+
+    _, info = Qwen3VLForConditionalGeneration.from_pretrained(qwen3vl_dir / "hf", output_loading_info=True)
+    assert not info["missing_keys"] and not info["mismatched_keys"] and not info["unexpected_keys"]
+    lm = next(qwen3vl_dir.glob("tiny-qwen3vl-*.gguf"))
+    mmproj = next(qwen3vl_dir.glob("mmproj-tiny-qwen3vl-*.gguf"))
+    assert _gguf_string(lm, "general.architecture") == "qwen3vl"
+    assert _gguf_string(lm, "tokenizer.ggml.pre") == "qwen2"
+    assert _gguf_string(mmproj, "clip.projector_type") == "qwen3vl_merger"
+    assert not (qwen3vl_dir / "multivector-head.gguf").exists()
+
+
+def test_qwen3vl_geometries() -> None:
+    import torch
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry, build_qwen3vl_checkpoint
+
+    tiny = Qwen3VLGeometry.tiny()
+    with pytest.raises(ConfigError, match="mrope_section"):
+        Qwen3VLGeometry(**{**tiny.__dict__, "mrope_section": (2, 2, 2)})
+    with pytest.raises(ConfigError, match="more than 3 language-model"):
+        Qwen3VLGeometry(**{**tiny.__dict__, "text_layers": 3})
+    with pytest.raises(ConfigError, match="dtype"):
+        build_qwen3vl_checkpoint(Path("unused"), Path("unused"), dtype="int8")
+    # the real 2B: 2.13 B parameters (Qwen3-VL-2B-Instruct's model card says 2B), tied embeddings
+    with torch.device("meta"):
+        model = Qwen3VLForConditionalGeneration(Qwen3VLConfig(**Qwen3VLGeometry.qwen3vl_2b().hf_config()))
+    n_params = sum(p.numel() for p in model.parameters())
+    assert 2.0e9 < n_params < 2.3e9, n_params

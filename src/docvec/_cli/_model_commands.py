@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .._config import EmbedSettings, Settings
 from .._errors import ConfigError
+from .._model._registry import TINY_ARCH, TINY_ARCHES
 from ._common import JsonFlag, ModelOption, app, err, errors, models_app, out, settings
 
 __all__: list[str] = []  # commands register themselves on the app
@@ -104,17 +105,26 @@ def embed(
 @models_app.command("tiny")
 def models_tiny(
     out_dir: Annotated[Path, typer.Argument(help="Folder for the checkpoint (hf/) and its GGUFs.")],
+    arch: Annotated[
+        str,
+        typer.Option(
+            # the registry's list, so that the help and the code agree
+            metavar="|".join(TINY_ARCHES),
+            help="The architecture: qwen2.5-vl (jina-embeddings-v4's, with its multi-vector head) or "
+            "qwen3-vl (Qwen3-VL-Embedding's, deepstack included).",
+        ),
+    ] = TINY_ARCH,
     seed: Annotated[int, typer.Option(help="Random seed of the weights.")] = 0,
     outtype: Annotated[str, typer.Option(help="GGUF type: f16, bf16 or f32.")] = "f16",
 ) -> None:
-    """Build the offline test model: a random-weight Qwen2.5-VL of the real architecture, and its GGUFs."""
+    """Build an offline test model: a random-weight model of a real architecture, and its GGUFs."""
     from .._tools._tiny import build_tiny_model
 
     s = settings()
     with errors():
-        files = build_tiny_model(out_dir, cache_dir=s.cache_dir, seed=seed, outtype=outtype)  # type: ignore[arg-type]
+        files = build_tiny_model(out_dir, cache_dir=s.cache_dir, seed=seed, outtype=outtype, arch=arch)  # type: ignore[arg-type]
     out.print(f"checkpoint  {out_dir / 'hf'}\nlanguage    {files.language_model}\nmmproj      {files.mmproj}")
-    out.print(f"head        {files.head}")
+    out.print(f"head        {files.head or 'none (single vectors only)'}")
     out.print("[yellow]The weights are random: the vectors test the machinery, they mean nothing.[/]")
 
 

@@ -33,6 +33,8 @@ from ._head import FILE_NAME as HEAD_FILE_NAME
 __all__ = [
     "REGISTRY",
     "REGISTRY_NAME",
+    "TINY_ARCH",
+    "TINY_ARCHES",
     "TINY_NAME",
     "RegistryModel",
     "cached_head",
@@ -45,6 +47,7 @@ __all__ = [
     "lm_file",
     "ref_file",
     "registry_names",
+    "tiny_arch",
     "tiny_model_dir",
     "tiny_stamp",
 ]
@@ -327,8 +330,18 @@ def cached_head(root: Path, revision: str) -> Path | None:
 
 # --- the offline test model ---------------------------------------------------------------------------
 
-#: the base name of the tiny model's files
-TINY_NAME = "tiny-qwen25vl"
+#: the architectures ``docvec models tiny --arch`` builds, each standing in for a family: the base name
+#: of its files, and whether it has a multi-vector head
+TINY_ARCHES: Mapping[str, tuple[str, bool]] = MappingProxyType(
+    {
+        "qwen2.5-vl": ("tiny-qwen25vl", True),  # jina-embeddings-v4's architecture, with its head
+        "qwen3-vl": ("tiny-qwen3vl", False),  # Qwen3-VL-Embedding's, deepstack included
+    }
+)
+#: the default one (``docvec demo``, ``DOCVEC_MODEL=tiny``)
+TINY_ARCH = "qwen2.5-vl"
+#: the base name of the default tiny model's files
+TINY_NAME = TINY_ARCHES[TINY_ARCH][0]
 #: its name as a model setting (``DOCVEC_MODEL=tiny``): the build in the cache folder
 REGISTRY_NAME = "tiny"
 TINY_STAMP = "docvec-tiny.json"
@@ -339,20 +352,41 @@ def tiny_model_dir(cache_dir: Path) -> Path:
     return cache_dir / "models" / "tiny"
 
 
-def find_tiny_model(out_dir: Path, *, seed: int = 0, outtype: str = "f16") -> ModelFiles | None:
-    """The tiny model built in ``out_dir`` with this seed and type, or ``None`` when there is none."""
-    lm = out_dir / f"{TINY_NAME}-{outtype.upper()}.gguf"
-    mm = out_dir / f"mmproj-{TINY_NAME}-{outtype.upper()}.gguf"
+def tiny_arch(arch: str) -> tuple[str, bool]:
+    """The base file name and whether it has a head, of the tiny model of ``arch``; an unknown one is a
+    :class:`~docvec.ModelNotFoundError` naming the choices."""
+    try:
+        return TINY_ARCHES[arch.lower()]
+    except KeyError:
+        raise ModelNotFoundError(
+            f"no tiny model of the architecture {arch!r}: choose one of {', '.join(TINY_ARCHES)}"
+        ) from None
+
+
+def find_tiny_model(
+    out_dir: Path, *, seed: int = 0, outtype: str = "f16", arch: str = TINY_ARCH
+) -> ModelFiles | None:
+    """The tiny model of ``arch`` built in ``out_dir`` with this seed and type, or ``None`` when there is
+    none."""
+    base, has_head = tiny_arch(arch)
+    lm = out_dir / f"{base}-{outtype.upper()}.gguf"
+    mm = out_dir / f"mmproj-{base}-{outtype.upper()}.gguf"
     head = out_dir / HEAD_FILE_NAME
     try:
         stamp = json.loads((out_dir / TINY_STAMP).read_text())
     except (OSError, ValueError):
         return None
-    if stamp == tiny_stamp(seed, outtype) and lm.is_file() and mm.is_file() and head.is_file():
-        return ModelFiles(lm, mm, head)
-    return None
+    if stamp != tiny_stamp(seed, outtype, arch) or not lm.is_file() or not mm.is_file():
+        return None
+    if has_head:
+        return ModelFiles(lm, mm, head) if head.is_file() else None
+    return ModelFiles(lm, mm)
 
 
-def tiny_stamp(seed: int, outtype: str) -> dict[str, object]:
+def tiny_stamp(seed: int, outtype: str, arch: str = TINY_ARCH) -> dict[str, object]:
+    """What a tiny build records of itself, so that a build with other arguments is not reused."""
     # version 2: the checkpoint has the multi-vector head, and the folder its head file; 3: bfloat16 weights
-    return {"seed": seed, "outtype": outtype, "version": 3}
+    stamp: dict[str, object] = {"seed": seed, "outtype": outtype, "version": 3}
+    if arch != TINY_ARCH:  # the default's stamp as before, so that existing builds stay valid
+        stamp["arch"] = arch
+    return stamp

@@ -1,15 +1,19 @@
-"""The offline test model end to end: a random-weight checkpoint and the GGUFs converted from it, with its
-multi-vector head (``multivector-head.gguf``) beside them."""
+"""The offline test models end to end: a random-weight checkpoint and the GGUFs converted from it (with
+the multi-vector head, ``multivector-head.gguf``, beside them for the architecture that has one).
+
+One per family docvec supports (:data:`docvec._model._registry.TINY_ARCHES`): ``qwen2.5-vl``, the default,
+stands in for jina-embeddings-v4; ``qwen3-vl`` for Qwen3-VL-Embedding."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from .._errors import ToolError
 from .._model._files import ModelFiles
-from .._model._registry import TINY_NAME, TINY_STAMP, find_tiny_model, tiny_stamp
+from .._model._registry import TINY_ARCH, TINY_STAMP, find_tiny_model, tiny_arch, tiny_stamp
 from ._convert import OutType, convert_checkpoint
 from ._toolchain import LlamaCppSource
 
@@ -19,22 +23,26 @@ log = logging.getLogger("docvec")
 
 
 def build_tiny_model(
-    out_dir: Path, *, cache_dir: Path, seed: int = 0, outtype: OutType = "f16"
+    out_dir: Path, *, cache_dir: Path, seed: int = 0, outtype: OutType = "f16", arch: str = TINY_ARCH
 ) -> ModelFiles:
-    """Build (or reuse) the tiny random-weight Qwen2.5-VL under ``out_dir``: ``hf/`` plus two GGUFs and the
-    multi-vector head (``multivector-head.gguf``, exported from the checkpoint by the conversion).
+    """Build (or reuse) the tiny random-weight model of ``arch`` under ``out_dir``: ``hf/`` plus two GGUFs,
+    and for ``qwen2.5-vl`` the multi-vector head (``multivector-head.gguf``, exported from the checkpoint by
+    the conversion).
 
-    Reused when ``out_dir`` already holds a build with the same seed and type, so the demo and the tests
-    pay for it once.
+    Reused when ``out_dir`` already holds a build with the same seed, type and architecture, so the demo
+    and the tests pay for it once. An unknown ``arch`` is a :class:`~docvec.ModelNotFoundError`.
     """
+    arch = arch.lower()
+    base, has_head = tiny_arch(arch)
     try:
         from ._tiny_checkpoint import build_checkpoint
+        from ._tiny_qwen3vl import build_qwen3vl_checkpoint
     except ImportError as e:
         raise ToolError(
             f"building the test model needs PyTorch and transformers ({e.name} is missing): "
             "pip install 'docvec[tools]'"
         ) from None
-    built = find_tiny_model(out_dir, seed=seed, outtype=outtype)
+    built = find_tiny_model(out_dir, seed=seed, outtype=outtype, arch=arch)
     if built is not None:
         return built
     stamp = out_dir / TINY_STAMP
@@ -43,9 +51,13 @@ def build_tiny_model(
         old.unlink()
     stamp.unlink(missing_ok=True)
     log.info("building the tiny test model in %s", out_dir)
-    build_checkpoint(out_dir / "hf", source.qwen2_vocab, seed=seed, cache_dir=cache_dir / "tokenizers")
-    files = convert_checkpoint(out_dir / "hf", out_dir, source=source, name=TINY_NAME, outtype=outtype).main
-    if files.head is None:  # the checkpoint was written with one: its export must not go missing silently
+    builders: dict[str, Callable[..., Path]] = {
+        "qwen2.5-vl": build_checkpoint,
+        "qwen3-vl": build_qwen3vl_checkpoint,
+    }
+    builders[arch](out_dir / "hf", source.qwen2_vocab, seed=seed, cache_dir=cache_dir / "tokenizers")
+    files = convert_checkpoint(out_dir / "hf", out_dir, source=source, name=base, outtype=outtype).main
+    if has_head and files.head is None:  # the checkpoint was written with one: it must not go missing
         raise ToolError(f"converting the tiny model in {out_dir} gave no multi-vector head")
-    stamp.write_text(json.dumps(tiny_stamp(seed, outtype)))
+    stamp.write_text(json.dumps(tiny_stamp(seed, outtype, arch)))
     return files

@@ -1,0 +1,246 @@
+"""A random-weight Qwen3-VL-Embedding of the real architecture, written as a Hugging Face checkpoint folder.
+
+The second family's offline test model: the same code paths as Qwen3-VL-Embedding (the converter's
+``qwen3vl`` language model with deepstack and its ``qwen3vl_merger`` vision encoder, llama.cpp's graphs,
+the transformers reference) without a download. Qwen3-VL-Embedding is a Qwen3-VL whose output is the last
+hidden state (its ``Qwen3VLForEmbedding`` wraps ``Qwen3VLModel`` as ``model``, without a language-model
+head): the checkpoint stores ``model.language_model.*`` and ``model.visual.*`` as transformers saves
+Qwen3-VL, with tied embeddings (as the 2B has), and says ``Qwen3VLForConditionalGeneration``, which
+transformers loads and llama.cpp's converter takes.
+
+The tokenizer is the real Qwen2 byte-level BPE with Qwen3-VL's added tokens at their real ids
+(:mod:`docvec._tools._qwen_tokenizer`); the weights are random and scale-preserving
+(:mod:`docvec._tools._random_weights`). The image processor is Qwen3-VL's: patch 16, spatial merge 2
+(one token per 32x32 pixels), mean and std 0.5, and Qwen3-VL-Embedding's pixel bounds.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigError
+from .._fileio import write_atomic, write_json_atomic
+from .._model._profiles import QWEN3_VL_EMBEDDING
+from ._qwen_tokenizer import QWEN3VL_ADDED_TOKENS, VOCAB_SIZE, qwen_tokenizer_json, tokenizer_files
+from ._random_weights import tensor_specs, write_weights
+from ._tiny_checkpoint import DTYPES
+
+__all__ = ["IMAGE_MEAN", "IMAGE_STD", "Qwen3VLGeometry", "build_qwen3vl_checkpoint"]
+
+logger = logging.getLogger("docvec")
+
+#: Qwen3-VL's image normalisation (its preprocessor_config.json)
+IMAGE_MEAN = (0.5, 0.5, 0.5)
+IMAGE_STD = (0.5, 0.5, 0.5)
+
+_ID_ENDOFTEXT = 151643
+_ID_IM_END = 151645
+
+
+@dataclass(frozen=True)
+class Qwen3VLGeometry:
+    """The widths of a Qwen3-VL model; everything else (vocabulary, special ids, image unit) is the real
+    one."""
+
+    text_hidden: int
+    text_layers: int
+    text_heads: int
+    text_kv_heads: int
+    text_intermediate: int
+    vision_depth: int
+    vision_hidden: int
+    vision_heads: int
+    vision_intermediate: int
+    #: the vision layers whose outputs are merged into the first language-model layers (deepstack)
+    deepstack: tuple[int, ...]
+    #: learned position embeddings of the vision encoder (a square grid, interpolated to each image)
+    vision_positions: int = 2304
+    head_dim: int = 128
+    mrope_section: tuple[int, int, int] = (24, 20, 20)
+    patch_size: int = 16
+    spatial_merge_size: int = 2
+    temporal_patch_size: int = 2
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 5_000_000.0
+    max_position_embeddings: int = 262_144
+
+    def __post_init__(self) -> None:
+        if self.text_heads % self.text_kv_heads:
+            raise ConfigError(
+                f"text: {self.text_heads} heads are not a multiple of {self.text_kv_heads} KV heads"
+            )
+        if sum(self.mrope_section) * 2 != self.head_dim:
+            raise ConfigError(
+                f"mrope_section {self.mrope_section} must sum to head_dim / 2 = {self.head_dim // 2}"
+            )
+        if self.vision_hidden % self.vision_heads:
+            raise ConfigError(
+                f"vision: hidden {self.vision_hidden} is not a multiple of {self.vision_heads} heads"
+            )
+        if not self.deepstack or any(not 0 <= i < self.vision_depth for i in self.deepstack):
+            raise ConfigError(
+                f"deepstack layers {self.deepstack} must be non-empty and below {self.vision_depth}"
+            )
+        # llama.cpp's qwen3vl graph adds deepstack level i to the output of language-model layer i
+        if len(self.deepstack) >= self.text_layers:
+            raise ConfigError(
+                f"{len(self.deepstack)} deepstack levels need more than {self.text_layers} language-model "
+                "layers"
+            )
+        if round(self.vision_positions**0.5) ** 2 != self.vision_positions:
+            raise ConfigError(f"vision_positions {self.vision_positions} is not a square grid")
+
+    @classmethod
+    def tiny(cls) -> Qwen3VLGeometry:
+        """A model small enough to build and run in seconds (~10 M parameters, most in the embedding); the
+        real head_dim (128), M-RoPE sections and deepstack, which the graphs' code paths depend on."""
+        return cls(*_GEOMETRIES["tiny"])
+
+    @classmethod
+    def qwen3vl_2b(cls) -> Qwen3VLGeometry:
+        """Qwen3-VL-2B (Qwen3-VL-Embedding-2B's backbone; 2.1 B parameters)."""
+        return cls(*_GEOMETRIES["qwen3-vl-2b"])
+
+    @classmethod
+    def qwen3vl_8b(cls) -> Qwen3VLGeometry:
+        """Qwen3-VL-8B (Qwen3-VL-Embedding-8B's backbone)."""
+        return cls(*_GEOMETRIES["qwen3-vl-8b"])
+
+    def hf_config(self, dtype: str = "float32") -> dict[str, Any]:
+        """The ``Qwen3VLConfig`` keyword arguments for this geometry (real token ids, tied embeddings)."""
+        return {
+            "architectures": ["Qwen3VLForConditionalGeneration"],
+            "text_config": {
+                "vocab_size": VOCAB_SIZE,
+                "hidden_size": self.text_hidden,
+                "intermediate_size": self.text_intermediate,
+                "num_hidden_layers": self.text_layers,
+                "num_attention_heads": self.text_heads,
+                "num_key_value_heads": self.text_kv_heads,
+                "head_dim": self.head_dim,
+                "hidden_act": "silu",
+                "attention_bias": False,
+                "max_position_embeddings": self.max_position_embeddings,
+                "rms_norm_eps": self.rms_norm_eps,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": self.rope_theta,
+                    "mrope_section": list(self.mrope_section),
+                    "mrope_interleaved": True,
+                },
+                "tie_word_embeddings": True,
+                "bos_token_id": _ID_ENDOFTEXT,
+                "eos_token_id": _ID_IM_END,
+            },
+            "vision_config": {
+                "depth": self.vision_depth,
+                "hidden_size": self.vision_hidden,
+                "intermediate_size": self.vision_intermediate,
+                "num_heads": self.vision_heads,
+                "hidden_act": "gelu_pytorch_tanh",
+                "in_channels": 3,
+                "out_hidden_size": self.text_hidden,
+                "patch_size": self.patch_size,
+                "spatial_merge_size": self.spatial_merge_size,
+                "temporal_patch_size": self.temporal_patch_size,
+                "num_position_embeddings": self.vision_positions,
+                "deepstack_visual_indexes": list(self.deepstack),
+            },
+            "image_token_id": 151655,
+            "video_token_id": 151656,
+            "vision_start_token_id": 151652,
+            "vision_end_token_id": 151653,
+            "tie_word_embeddings": True,
+            "dtype": dtype,
+        }
+
+
+# The geometries docvec builds, one Qwen3VLGeometry each: its first fields, in order. The 2B and 8B are
+# Qwen3-VL-2B/8B-Instruct's config.json (the embedding models' backbones).
+# fmt: off
+_GEOMETRIES: dict[str, tuple[Any, ...]] = {
+    #               text ---------------------------------- vision ---------------------------------------
+    #               hidden layers heads kv  inter   depth hidden heads inter deepstack    positions
+    "tiny":        (64,    4,     2,    1,  128,    5,    64,    4,    128,  (1, 2, 3),   256),
+    "qwen3-vl-2b": (2048,  28,    16,   8,  6144,   24,   1024,  16,   4096, (5, 11, 17), 2304),
+    "qwen3-vl-8b": (4096,  36,    32,   8,  12288,  27,   1152,  16,   4304, (8, 16, 24), 2304),
+}
+# fmt: on
+
+
+def build_qwen3vl_checkpoint(
+    out_dir: Path,
+    vocab_gguf: Path,
+    geometry: Qwen3VLGeometry | None = None,
+    seed: int = 0,
+    dtype: str = "bfloat16",
+    *,
+    cache_dir: Path | None = None,
+) -> Path:
+    """Write a random-weight Qwen3-VL-Embedding checkpoint folder to ``out_dir`` and return ``out_dir``.
+
+    ``geometry`` defaults to :meth:`Qwen3VLGeometry.tiny`; ``dtype`` is ``float32``, ``float16`` or
+    ``bfloat16`` (the default: Qwen3-VL-Embedding is published in it, and it converts to F16 GGUFs
+    unrounded, so parity tests measure llama.cpp's arithmetic). The folder holds config.json,
+    generation_config.json, the weights (one model.safetensors, or shards with an index), tokenizer.json,
+    tokenizer_config.json, special_tokens_map.json and preprocessor_config.json. The same arguments give
+    byte-identical files; ``cache_dir`` keeps the rebuilt tokenizer.
+    """
+    geometry = Qwen3VLGeometry.tiny() if geometry is None else geometry
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    out_dir = Path(out_dir)
+    tokenizer_json = qwen_tokenizer_json(vocab_gguf, QWEN3VL_ADDED_TOKENS, cache_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    import torch
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    config = Qwen3VLConfig(**geometry.hf_config(dtype))
+    config.save_pretrained(out_dir)
+    write_json_atomic(
+        out_dir / "generation_config.json",
+        {
+            "bos_token_id": _ID_ENDOFTEXT,
+            "eos_token_id": [_ID_IM_END, _ID_ENDOFTEXT],
+            "pad_token_id": _ID_ENDOFTEXT,
+        },
+    )
+    write_atomic(out_dir / "tokenizer.json", tokenizer_json.encode("utf-8"))
+    for name, content in tokenizer_files(QWEN3VL_ADDED_TOKENS, "Qwen3VLProcessor").items():
+        write_json_atomic(out_dir / name, content)
+    write_json_atomic(out_dir / "preprocessor_config.json", _preprocessor_config(geometry))
+
+    with torch.device("meta"):
+        model = Qwen3VLForConditionalGeneration(config)
+    # transformers saves Qwen3-VL under its module names (model.language_model.*, model.visual.*); the
+    # tied lm_head is not stored
+    specs = list(tensor_specs(model))
+    del model
+    write_weights(out_dir, specs, seed, getattr(torch, dtype))
+    logger.info("wrote a random %s Qwen3-VL-Embedding checkpoint to %s", dtype, out_dir)
+    return out_dir
+
+
+def _preprocessor_config(geometry: Qwen3VLGeometry) -> dict[str, Any]:
+    # Qwen3-VL's processor with the pixel bounds Qwen3-VL-Embedding's code resizes within
+    low, high = QWEN3_VL_EMBEDDING.min_pixels, QWEN3_VL_EMBEDDING.max_pixels
+    return {
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": list(IMAGE_MEAN),
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "image_std": list(IMAGE_STD),
+        "merge_size": geometry.spatial_merge_size,
+        "patch_size": geometry.patch_size,
+        "processor_class": "Qwen3VLProcessor",
+        "resample": 3,
+        "rescale_factor": 1 / 255,
+        "size": {"longest_edge": high, "shortest_edge": low},
+        "temporal_patch_size": geometry.temporal_patch_size,
+    }

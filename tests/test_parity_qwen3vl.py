@@ -1,0 +1,169 @@
+"""Qwen3-VL-Embedding through llama.cpp against its official embedding rules on transformers.
+
+The reference (tests/reference_qwen3vl.py) transcribes the official code: chat prompts with an instruction,
+qwen_vl_utils' resize, last-token pooling; it runs on the checkpoint the tiny GGUFs were converted from.
+Bar: pooled cosine >= 0.99999 for queries, passages and six page shapes, with the profile's defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import TypeAdapter
+from typer.testing import CliRunner
+
+from docvec import Embedder, EmbedSettings, ModelError, ModelFiles
+from docvec._cli import app
+from docvec._model._native import MtmdContext, PromptChunk
+from docvec._model._profiles import QWEN3_VL_EMBEDDING
+from docvec._records import EmbeddingRecord
+
+from .helpers import SHAPES, TEXTS, page_image, report, shape_image
+from .reference_qwen3vl import QUERY_INSTRUCTION, Qwen3VLReference
+
+BAR = 0.99999
+IMAGE_PAD = 151655
+
+
+def row_cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def test_text_tokens_match_the_official_prompts(
+    qwen3vl_embedder: Embedder, qwen3vl_reference: Qwen3VLReference
+) -> None:
+    emb, ref = qwen3vl_embedder, qwen3vl_reference
+    for t in TEXTS:
+        query = emb.prompt_states(emb.profile.query_template, t).token_ids.tolist()
+        assert query == ref.token_ids(ref.text_prompt(t, QUERY_INSTRUCTION)), t
+        passage = emb.prompt_states(emb.profile.passage_template, t).token_ids.tolist()
+        assert passage == ref.token_ids(ref.text_prompt(t)), t
+
+
+def test_text_parity(qwen3vl_embedder: Embedder, qwen3vl_reference: Qwen3VLReference) -> None:
+    ours = np.concatenate([qwen3vl_embedder.embed_queries(TEXTS), qwen3vl_embedder.embed_passages(TEXTS)])
+    ref = np.concatenate([qwen3vl_reference.embed_queries(TEXTS), qwen3vl_reference.embed_passages(TEXTS)])
+    pooled = row_cos(ours, ref)
+    report("qwen3-vl text pooled cosine, F16 GGUF vs torch fp32 (min)", float(pooled.min()))
+    assert pooled.min() >= BAR, pooled
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_image_parity(name: str, qwen3vl_embedder: Embedder, qwen3vl_reference: Qwen3VLReference) -> None:
+    img = shape_image(name)
+    ours = qwen3vl_embedder.image_states(img)
+    ref_states, ref_ids, ref_size = qwen3vl_reference.image_states(img)
+    # the same resize (qwen_vl_utils' smart_resize at 32 pixels a token), the same prompt and token count
+    assert ours.size == ref_size
+    assert [IMAGE_PAD if i < 0 else i for i in ours.token_ids.tolist()] == ref_ids
+    assert ours.span is None  # last-token pooling: no span
+    per_token = row_cos(ours.states, ref_states)
+    pooled = float(row_cos(ours.states[-1:], ref_states[-1:])[0])
+    n_image = int((ours.token_ids < 0).sum())
+    report(f"qwen3-vl image {name} pooled cosine ({n_image} image tokens)", pooled)
+    assert pooled >= BAR
+    assert per_token.min() >= 0.9999, name
+    vector = qwen3vl_embedder.embed_images([img])[0]
+    assert float(vector @ qwen3vl_reference.embed_images([img])[0]) >= BAR
+
+
+def test_pooling_takes_the_prompts_last_token(
+    qwen3vl_embedder: Embedder, qwen3vl_reference: Qwen3VLReference
+) -> None:
+    """The vector is the last token's state (the newline after ``assistant``) and no other's: picking any
+    other position would be caught, since no other state is within the bar of it."""
+    img = shape_image("square-448")
+    vector = qwen3vl_embedder.embed_images([img])[0]
+    ref_states, _, _ = qwen3vl_reference.image_states(img)
+    sims = row_cos(np.broadcast_to(vector, ref_states.shape), ref_states)
+    assert int(np.argmax(sims)) == len(ref_states) - 1
+    assert np.sort(sims)[-2] < 0.999, np.sort(sims)[-3:]
+    query = qwen3vl_embedder.embed_queries(["what is the total amount due?"])[0]
+    text_states, _ = qwen3vl_reference.text_states("what is the total amount due?", QUERY_INSTRUCTION)
+    sims = row_cos(np.broadcast_to(query, text_states.shape), text_states)
+    assert int(np.argmax(sims)) == len(text_states) - 1
+    assert np.sort(sims)[-2] < 0.999
+
+
+def test_deepstack_features_matter(
+    qwen3vl_embedder: Embedder, qwen3vl_reference: Qwen3VLReference, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mtmd hands the language model each image token's main features and its deepstack features (one
+    slice per deepstack layer); losing the latter would fail the parity tests."""
+    img = shape_image("square-448")
+    want = qwen3vl_reference.embed_images([img])[0]
+    n_embd = qwen3vl_embedder.hidden_size
+    original = MtmdContext._chunk
+
+    def without_deepstack(self: MtmdContext, chunk: object, pos0: int) -> PromptChunk:
+        c = original(self, chunk, pos0)
+        if c.image_embd is not None:
+            assert c.image_embd.shape[1] == n_embd * (1 + 3)  # the main merger, then three deepstack ones
+            c.image_embd[:, n_embd:] = 0.0
+        return c
+
+    monkeypatch.setattr(MtmdContext, "_chunk", without_deepstack)
+    broken = qwen3vl_embedder.embed_images([img])[0]
+    report("qwen3-vl image square-448 pooled cosine without deepstack", float(broken @ want))
+    assert float(broken @ want) < 0.999
+
+
+@pytest.mark.parametrize(("flash_attention", "kv_cache"), [(False, "f16"), (True, "f16"), (True, "f32")])
+def test_attention_precision_measured(
+    flash_attention: bool, kv_cache: str, qwen3vl_files: ModelFiles, qwen3vl_reference: Qwen3VLReference
+) -> None:
+    """Last-token pooling keeps the rounding of one state: flash attention's F16 accumulation shows on
+    long prompts. Measured per setting on the longest page; the profile's default (off, F16 cache) is
+    the cheap one that meets the bar."""
+    img = shape_image("a4-page-1240x1754")
+    want = qwen3vl_reference.embed_images([img])[0]
+    settings = EmbedSettings(
+        threads=2,
+        max_pixels=QWEN3_VL_EMBEDDING.max_pixels,
+        flash_attention=flash_attention,
+        kv_cache=kv_cache,  # type: ignore[arg-type]
+    )
+    with Embedder(qwen3vl_files, settings) as emb:
+        got = float(emb.embed_images([img])[0] @ want)
+    fa = "on" if flash_attention else "off"
+    report(f"qwen3-vl A4 page pooled cosine, flash attention {fa}, {kv_cache.upper()} KV cache", got)
+    is_default = (flash_attention, kv_cache) == (
+        QWEN3_VL_EMBEDDING.flash_attention,
+        QWEN3_VL_EMBEDDING.kv_cache,
+    )
+    assert got >= (BAR if is_default else 0.999)
+
+
+def test_multivector_is_refused_with_a_clear_error(qwen3vl_embedder: Embedder) -> None:
+    assert not qwen3vl_embedder.has_multivector
+    with pytest.raises(ModelError, match="qwen3-vl-embedding has no multi-vector head"):
+        qwen3vl_embedder.embed_queries_multi(["a query"])
+
+
+def test_embed_command_on_the_tiny_model(
+    qwen3vl_dir: Path, qwen3vl_embedder: Embedder, tmp_path: Path
+) -> None:
+    """`docvec embed --model OUT ... --json` works on it as on jina-v4's tiny model."""
+    img = tmp_path / "page.png"
+    page_image(300, 420).save(img)  # under both page budgets: the same tokens as the fixture's
+    args = ["embed", "--model", str(qwen3vl_dir), "-q", "invoice total", "-p", "a passage", "-i", str(img)]
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    rows = TypeAdapter(list[EmbeddingRecord]).validate_json(r.stdout)
+    assert [(x.kind, x.input) for x in rows] == [
+        ("query", "invoice total"),
+        ("passage", "a passage"),
+        ("image", str(img)),
+    ]
+    np.testing.assert_allclose(
+        rows[0].vector, qwen3vl_embedder.embed_queries(["invoice total"])[0], atol=1e-6
+    )
+    np.testing.assert_allclose(rows[1].vector, qwen3vl_embedder.embed_passages(["a passage"])[0], atol=1e-6)
+    np.testing.assert_allclose(rows[2].vector, qwen3vl_embedder.embed_images([img])[0], atol=1e-6)
+    assert len(rows[0].vector) == 64
