@@ -1,12 +1,16 @@
 """Embedding speed and memory: docvec (llama.cpp) against the transformers reference, side by side.
 
-    python benchmarks/bench_embed.py            # the tiny test model
-    python benchmarks/bench_embed.py --full     # random weights, real Qwen2.5-VL-3B geometry (7.5 GB, cached)
+    python benchmarks/bench_embed.py            # the tiny test models of both families
+    python benchmarks/bench_embed.py --full     # random weights, real geometries: jina-embeddings-v4's
+                                                # Qwen2.5-VL-3B (7.5 GB) and Qwen3-VL-Embedding-2B's
+                                                # Qwen3-VL-2B (4.3 GB), built and converted once, cached
+    python benchmarks/bench_embed.py --family qwen3-vl   # one family only
 
-Every engine runs in its own process, one after the other in this run, on the same weights and thread
-count: seconds per query and per page image (three sizes, split into vision encoder and language model),
-peak RSS, and ratios against docvec's default. With --full, parity against torch fp32 is checked too.
-This machine is shared and noisy: compare the ratios of one run, not absolute numbers across runs.
+One table per family. Every engine runs in its own process, one after the other in this run, on the same
+weights and thread count: seconds per query and per page image (three sizes, split into vision encoder and
+language model), peak RSS, and ratios against docvec's default. With --full, parity against torch fp32 is
+checked too. This machine is shared and noisy: compare the ratios of one run, not absolute numbers across
+runs.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ QUERIES = [
     "diagram of the cooling system",
     "table of contents",
 ]
-#: (name, width, height): 256, 352 and 736 image tokens at jina-v4's bounds
+#: (name, width, height): 256, 352 and 736 image tokens at jina-v4's bounds; 196, 432 and 1,015 at
+#: Qwen3-VL-Embedding's default page budget (1,024 tokens of 32x32 pixels)
 IMAGES = [("square-448", 448, 448), ("slide-896x504", 896, 504), ("a4-page-1240x1754", 1240, 1754)]
+#: the families benchmarked: the tiny and the full geometry's cache folder under <cache>/models
+FAMILIES = {"jina-v4": ("bench-tiny", "bench-3b"), "qwen3-vl": ("bench-qwen3vl-tiny", "bench-qwen3vl-2b")}
 
 
 def _page(w: int, h: int) -> Any:
@@ -65,7 +72,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["engine"] == "docvec":
         from docvec import Embedder, EmbedSettings, ModelFiles
 
-        emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"])), EmbedSettings(threads=threads))
+        settings = EmbedSettings(threads=threads, flash_attention=spec.get("flash_attention"))
+        emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"])), settings)
         out["load_s"] = time.perf_counter() - t0
         emb.embed_queries(["warm up"])
         emb.embed_images([_page(224, 224)])  # first-call costs (allocations, thread pools) out of the timings
@@ -76,12 +84,51 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         out["query_vec"] = v[0].tolist()
         for name, w, h in IMAGES:
             st = emb.image_states(_page(w, h))
-            a, b = st.span
-            pooled = st.states[a : b + 1].mean(0)
+            if st.span is None:  # last-token pooling
+                pooled = st.states[-1]
+            else:
+                a, b = st.span
+                pooled = st.states[a : b + 1].mean(0)
             out["images"][name] = {
                 "vision_s": st.vision_seconds,
                 "lm_s": st.lm_seconds,
                 "tokens": int(st.states.shape[0]),
+                "vec": (pooled / np.linalg.norm(pooled)).tolist(),
+            }
+    elif spec["family"] == "qwen3-vl":
+        import torch
+        from tests.reference_qwen3vl import Qwen3VLReference
+
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
+        # docvec's default page budget, so that both embed the same tokens
+        from docvec._model._profiles import QWEN3_VL_EMBEDDING
+
+        q3 = Qwen3VLReference(
+            Path(spec["hf"]), dtype=dtype, threads=threads, max_pixels=QWEN3_VL_EMBEDDING.page_pixels
+        )
+        out["load_s"] = time.perf_counter() - t0
+        q3.embed_queries(["warm up"])
+        q3.embed_images([_page(224, 224)])
+        for q in QUERIES:
+            t = time.perf_counter()
+            v = q3.embed_queries([q])
+            out["queries"].append(time.perf_counter() - t)
+        out["query_vec"] = v[0].tolist()
+        for name, w, h in IMAGES:
+            img = _page(w, h)
+            pixels, grid, _ = q3.pixels(img)
+            with torch.inference_mode():
+                t = time.perf_counter()
+                q3._model.get_image_features(pixel_values=pixels.to(dtype), image_grid_thw=grid)
+                vision = time.perf_counter() - t
+            t = time.perf_counter()
+            states, _, _ = q3.image_states(img)
+            total = time.perf_counter() - t
+            pooled = states[-1]
+            out["images"][name] = {
+                "vision_s": vision,
+                "lm_s": max(total - vision, 0.0),
+                "tokens": int(states.shape[0]),
                 "vec": (pooled / np.linalg.norm(pooled)).tolist(),
             }
     else:
@@ -136,22 +183,31 @@ def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
 # -- the parent: build, run every engine, print the table --------------------------------------------------
 
 
-def _models(full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
+def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
     from docvec._tools._convert import _quantize, convert_checkpoint, cpu_has_bf16
     from docvec._tools._tiny_checkpoint import ModelGeometry, build_checkpoint
+    from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry, build_qwen3vl_checkpoint
     from docvec._tools._toolchain import LlamaCppSource
 
     src = LlamaCppSource.in_cache(cache)
-    base = cache / "models" / ("bench-3b" if full else "bench-tiny")
+    base = cache / "models" / FAMILIES[family][int(full)]
     hf = base / "hf"
     done = base / "built.stamp"  # written last: an interrupted build is redone, not half-used
     if not done.is_file():
         shutil.rmtree(base, ignore_errors=True)
         print(
-            f"building {'the 3B-geometry' if full else 'the tiny'} checkpoint in {hf} (once) ...", flush=True
+            f"building the {'full-geometry' if full else 'tiny'} {family} checkpoint in {hf} (once) ...",
+            flush=True,
         )
-        geometry = ModelGeometry.qwen25vl_3b() if full else ModelGeometry.tiny()
-        build_checkpoint(
+        build: Any
+        if family == "qwen3-vl":
+            build, geometry = (
+                build_qwen3vl_checkpoint,
+                Qwen3VLGeometry.qwen3vl_2b() if full else Qwen3VLGeometry.tiny(),
+            )
+        else:
+            build, geometry = build_checkpoint, ModelGeometry.qwen25vl_3b() if full else ModelGeometry.tiny()
+        build(
             hf,
             src.qwen2_vocab,
             geometry,
@@ -189,7 +245,8 @@ def _cos(a: list[float], b: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--full", action="store_true", help="the real Qwen2.5-VL-3B geometry (random weights)")
+    ap.add_argument("--full", action="store_true", help="the real geometries (random weights)")
+    ap.add_argument("--family", choices=list(FAMILIES), help="one family only (default: both)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip-fp32", action="store_true", help="skip torch fp32 (needs ~22 GB at full size)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -201,22 +258,39 @@ def main() -> None:
     from docvec import Settings
 
     cache = Settings().cache_dir
-    hf, ggufs = _models(args.full, cache)
+    for family in [args.family] if args.family else list(FAMILIES):
+        _family_table(family, args, cache)
+
+
+def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
+    hf, ggufs = _models(family, args.full, cache)
     engines: dict[str, dict[str, Any]] = {}
     for name, (lm, mm) in ggufs.items():
         engines[name] = {"engine": "docvec", "lm": str(lm), "mmproj": str(mm), "threads": args.threads}
-    engines["torch bf16"] = {"engine": "torch", "dtype": "bf16", "hf": str(hf), "threads": args.threads}
+    if family == "qwen3-vl":
+        # the profile's default is flash attention off (parity); what turning it on would save
+        lm, mm = ggufs["docvec BF16"] if "docvec BF16" in ggufs else ggufs["docvec F16"]
+        engines["docvec FA on"] = {
+            "engine": "docvec",
+            "lm": str(lm),
+            "mmproj": str(mm),
+            "threads": args.threads,
+            "flash_attention": True,
+        }
+    torch_spec = {"engine": "torch", "family": family, "hf": str(hf), "threads": args.threads}
+    engines["torch bf16"] = {**torch_spec, "dtype": "bf16"}
     if not args.skip_fp32:
-        engines["torch fp32"] = {"engine": "torch", "dtype": "fp32", "hf": str(hf), "threads": args.threads}
+        engines["torch fp32"] = {**torch_spec, "dtype": "fp32"}
 
     results = {}
     for name, spec in engines.items():
-        print(f"running {name} ...", flush=True)
+        print(f"running {family}: {name} ...", flush=True)
         results[name] = _run_engine(spec)
 
     default = next(iter(ggufs)) if len(ggufs) == 1 else "docvec BF16"
+    geometry = {"jina-v4": "Qwen2.5-VL-3B", "qwen3-vl": "Qwen3-VL-2B"}[family] if args.full else "tiny"
     print(
-        f"\n{'3B geometry' if args.full else 'tiny model'}, {args.threads} threads; seconds (median of "
+        f"\n{family}, {geometry} geometry, {args.threads} threads; seconds (median of "
         f"{len(QUERIES)} queries; one run per image), peak RSS; x = time relative to {default}\n"
     )
     head = f"{'engine':<14}{'query s':>10}"

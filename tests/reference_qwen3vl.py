@@ -161,6 +161,12 @@ class Qwen3VLReference:
         resized = self.resize(image)
         return (resized.width // _FACTOR) * (resized.height // _FACTOR)
 
+    def pixels(self, image: Image.Image) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int]]:
+        """The processor's pixel values and (t, h, w) patch grid of the resized image, and its size."""
+        resized = self.resize(image)
+        batch = self._processor(images=[resized], return_tensors="pt")
+        return batch["pixel_values"], batch["image_grid_thw"], resized.size
+
     # ------------------------------------------------------------------------------------------ states
 
     def text_states(self, text: str, instruction: str | None = None) -> tuple[np.ndarray, list[int]]:
@@ -175,9 +181,7 @@ class Qwen3VLReference:
     ) -> tuple[np.ndarray, list[int], tuple[int, int]]:
         """Last hidden states of an image input's whole prompt, its ids (``<|image_pad|>`` once per image
         token) and the (width, height) the image was resized to."""
-        resized = self.resize(image)
-        batch = self._processor(images=[resized], return_tensors="pt")
-        pixel_values, grid = batch["pixel_values"], batch["image_grid_thw"]
+        pixel_values, grid, size = self.pixels(image)
         n_tokens = int(grid[0].prod()) // (self._merge * self._merge)
         prompt = chat_prompt(instruction, _IMAGE.replace("<|image_pad|>", "<|image_pad|>" * n_tokens))
         ids = self.token_ids(prompt)
@@ -193,7 +197,7 @@ class Qwen3VLReference:
                 # what the processor returns beside input_ids: 1 marks an image token (for M-RoPE)
                 mm_token_type_ids=(input_ids == self._image_token_id).to(torch.int),
             )
-        return _to_numpy(out.last_hidden_state[0]), ids, resized.size
+        return _to_numpy(out.last_hidden_state[0]), ids, size
 
     # ------------------------------------------------------------------------------------------ embeddings
 
