@@ -185,3 +185,22 @@ def test_eval_scores_each_mode_on_the_same_pages(tmp_path: Path, tiny_dir: Path)
     for scores in out["modes"].values():
         assert 0.0 <= scores["ndcg@5"] <= 1.0 and 0.0 <= scores["recall@10"] <= 1.0
     assert out["ndcg@5"] == out["modes"]["dense"]["ndcg@5"]  # the first mode asked for heads the report
+
+
+def test_a_family_without_a_head_is_refused_a_multi_vector_collection(
+    tmp_path: Path, folder: Path, qwen3vl_dir: Path
+) -> None:
+    """Qwen3-VL-Embedding has no multi-vector head: the error names the family and what to do, before
+    any page is written, on ingest and on a reindex to multi-vector."""
+    pattern = r"collection 'docvec(\.v1)?' is multi-vector, and qwen3-vl-embedding gives single vectors only"
+    with (
+        Index.open(_settings(tmp_path / "multi", qwen3vl_dir, multivector=True)) as index,
+        pytest.raises(ModelError, match=pattern),
+    ):
+        index.add([folder / "pysamples__smile.png"])
+    with Index.open(_settings(tmp_path / "data", qwen3vl_dir)) as index:
+        index.add([folder / "pysamples__smile.png"])
+        with pytest.raises(ModelError, match=pattern):
+            index.reindex(ReindexSpec(multivector=True))
+        assert [(v.version, v.live) for v in index.versions()] == [("docvec.v1", True)]
+        assert [h.page for h in index.search("a smiling face", 3)] == [1]

@@ -83,9 +83,18 @@ def _answer(hits: list[dict[str, Any]]) -> tuple[tuple[str, int, float], ...]:
 # -- reindexing a served collection while it is searched ----------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def qwen3vl_model(qwen3vl_dir: Path) -> str:
+    """A model of the other family: the tiny Qwen3-VL-Embedding (last-token pooling, 32-pixel tokens)."""
+    return str(qwen3vl_dir)
+
+
+@pytest.mark.parametrize("other", ["bf16_model", "qwen3vl_model"])
 def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
-    tmp_path: Path, corpus: Path, tiny_dir: Path, bf16_model: str
+    other: str, tmp_path: Path, corpus: Path, tiny_dir: Path, request: pytest.FixtureRequest
 ) -> None:
+    """From the tiny jina-v4 model to other GGUFs of it, and to the other family."""
+    new_model: str = request.getfixturevalue(other)
     env = _env(tmp_path / "data", tiny_dir)
     pages = _ingest(corpus, env)
     with served(env, tmp_path / "serve.log") as server:
@@ -118,7 +127,7 @@ def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
         searcher.start()
         try:
             started = time.monotonic()
-            job = http.post("/reindex", json={"model": bf16_model})
+            job = http.post("/reindex", json={"model": new_model})
             assert job.status_code == 202, job.text
             status_url = job.json()["status_url"]
             seen_progress = False
@@ -150,10 +159,12 @@ def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
     )
     assert answers[-1][1] == after[answers[-1][0]]  # and once switched, the new one answers
     live = [v for v in versions if v["live"]]
-    assert [(v["version"], v["model"], v["pages"]) for v in live] == [("docvec.v2", bf16_model, pages)]
-    report("reindex through the API: seconds", seconds)
-    report("reindex through the API: searches answered meanwhile", during)
-    report("reindex through the API: failed or empty searches", len(errors))
+    assert [(v["version"], v["model"], v["pages"]) for v in live] == [("docvec.v2", new_model, pages)]
+    family = {"bf16_model": "jina-embeddings-v4", "qwen3vl_model": "qwen3-vl-embedding"}[other]
+    assert live[0]["profile"] == family  # which model answers, by family, even when named by a path
+    report(f"reindex through the API to {other}: seconds", seconds)
+    report(f"reindex through the API to {other}: searches answered meanwhile", during)
+    report(f"reindex through the API to {other}: failed or empty searches", len(errors))
 
 
 # -- a reindex killed, then run again ------------------------------------------------------------------

@@ -95,13 +95,14 @@ def list_versions(collection: CollectionOption = None, as_json: JsonFlag = False
     if not versions:
         err.print(f"collection {s.collection!r} has no versions yet: `docvec ingest PATH` makes its first")
         return
-    table = Table("version", "live", "state", "model", "dim", "max_pixels", "pages", "created")
+    table = Table("version", "live", "state", "model", "profile", "dim", "max_pixels", "pages", "created")
     for v in versions:
         table.add_row(
             v.version,
             "yes" if v.live else "",
             v.state,
             v.model or "?",
+            v.profile or "?",
             str(v.dim or "?"),
             str(v.max_pixels or "?"),
             str(v.pages),

@@ -130,6 +130,7 @@ def list_versions(store: Store, collection: str) -> list[VersionInfo]:
                 live=version == live,
                 state=record.state if record else "complete",
                 model=record.model if record else (info.model if info else None),
+                profile=info.profile if info else None,
                 dim=info.dim if info else None,
                 max_pixels=info.max_pixels if info else None,
                 pages=store.count(version, Filter(finished=True)),

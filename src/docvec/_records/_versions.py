@@ -50,6 +50,9 @@ class VersionInfo(BaseModel):
     live: bool
     state: Literal["building", "complete"]
     model: str | None = Field(None, description="The model as the settings named it (older versions: none).")
+    profile: str | None = Field(
+        None, description="The model's embedding profile, its family: jina-embeddings-v4, qwen3-vl-embedding."
+    )
     dim: int | None
     max_pixels: int | None
     pages: int
