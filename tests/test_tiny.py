@@ -265,3 +265,33 @@ def test_qwen3vl_geometries() -> None:
         model = Qwen3VLForConditionalGeneration(Qwen3VLConfig(**Qwen3VLGeometry.qwen3vl_2b().hf_config()))
     n_params = sum(p.numel() for p in model.parameters())
     assert 2.0e9 < n_params < 2.3e9, n_params
+
+
+def test_an_embedding_checkpoint_converts_as_the_official_one_is_saved(
+    qwen3vl_dir: Path, llama_source: LlamaCppSource, tmp_path: Path
+) -> None:
+    """Saved as Qwen3VLForEmbedding (refused by the pinned converter), in a folder whose name and README
+    say reranker (which makes the converter write a RANK-pooled GGUF without the LM head): docvec's
+    conversion gives the plain qwen3vl language model, the same tensors as the original's."""
+    from docvec._tools._convert import convert_checkpoint
+
+    hf = tmp_path / "Qwen3-VL-Reranker-lookalike"
+    hf.mkdir()
+    for f in (qwen3vl_dir / "hf").iterdir():
+        (hf / f.name).symlink_to(f)
+    config = json.loads((qwen3vl_dir / "hf" / "config.json").read_text())
+    (hf / "config.json").unlink()
+    (hf / "config.json").write_text(json.dumps({**config, "architectures": ["Qwen3VLForEmbedding"]}))
+    (hf / "README.md").write_text(
+        "# Qwen3-VL-Embedding\n\nPair it with a second stage.\n\n# Qwen3-VL-Reranker\n"
+    )
+    files = convert_checkpoint(hf, tmp_path / "out", source=llama_source, name="e", outtype="f16").main
+    assert _gguf_string(files.language_model, "general.architecture") == "qwen3vl"
+    assert _gguf_string(files.mmproj, "clip.projector_type") == "qwen3vl_merger"
+    original = next(qwen3vl_dir.glob("tiny-qwen3vl-F16.gguf"))
+    from gguf import GGUFReader
+
+    got, want = GGUFReader(files.language_model), GGUFReader(original)
+    assert [t.name for t in got.tensors] == [t.name for t in want.tensors]
+    assert "cls.output.weight" not in {t.name for t in got.tensors}
+    assert (hf / "config.json").read_text().count("Qwen3VLForEmbedding") == 1  # the folder is left alone

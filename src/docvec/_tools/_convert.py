@@ -326,10 +326,16 @@ def _checkpoint_files(hf_dir: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
-    """``hf_dir`` as llama.cpp's converter may read it: the folder itself when none of the weight files the
-    converter reads (``model*.safetensors`` or the index's) holds head tensors; else a temporary folder of
-    the same name under ``out_dir`` with links to everything else, those files rewritten without them
-    (streamed: one tensor's bytes at a time) and the index to match."""
+    """``hf_dir`` as llama.cpp's converter may read it: the folder itself when it takes it as it is; else a
+    temporary folder of the same name under ``out_dir`` with links to everything else and, rewritten:
+
+    - weight files (``model*.safetensors`` or the index's) that hold head tensors, without them (streamed:
+      one tensor's bytes at a time), and the index to match;
+    - a config.json whose architecture the converter refuses though it converts the same weights under
+      another name (:data:`_CONVERTER_ARCHITECTURES`);
+    - nothing that makes the converter take an embedding model for a reranker (a README with a
+      ``# Qwen3-VL-Reranker`` heading, such a name in the config): it would write a RANK-pooled GGUF.
+    """
     index = hf_dir / _INDEX
     with _checkpoint_errors():
         weight_map = read_weight_map(index, str(index)) if index.is_file() else {}
@@ -344,17 +350,24 @@ def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
             drop = {k for k in header.tensors if is_head_key(k)}
             if drop:
                 dirty[path.name] = (header, drop)
-    if not dirty:
+    config = _converter_config(hf_dir)
+    readme = hf_dir / "README.md"
+    drop_readme = readme.is_file() and _names_reranker(readme.read_text(encoding="utf-8", errors="replace"))
+    if not dirty and config is None and not drop_readme and not _names_reranker(hf_dir.resolve().name):
         yield hf_dir
         return
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out_dir))
     try:
-        # the same folder name: the converter names the model after it
-        view = tmp / hf_dir.resolve().name
+        # the same folder name (the converter names the model after it), unless that name says reranker
+        name = hf_dir.resolve().name
+        view = tmp / (name if not _names_reranker(name) else "checkpoint")
         view.mkdir()
+        rewritten = {*dirty, _INDEX, *(["config.json"] if config is not None else [])}
         for entry in hf_dir.iterdir():
-            if entry.name not in dirty and entry.name != _INDEX:
+            if entry.name not in rewritten and not (drop_readme and entry.name == "README.md"):
                 (view / entry.name).symlink_to(entry.resolve())
+        if config is not None:
+            (view / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
         kept_files = set()
         with _checkpoint_errors():
             for name, (header, drop) in dirty.items():
@@ -369,7 +382,38 @@ def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
             raw = json.loads(index.read_text(encoding="utf-8"))
             raw["weight_map"] = kept
             (view / _INDEX).write_text(json.dumps(raw, indent=2), encoding="utf-8")
-        log.info("the converter reads %s: the checkpoint without its multi-vector head", view)
+        elif index.is_file():
+            (view / _INDEX).symlink_to(index.resolve())
+        log.info("the converter reads %s: the checkpoint as the converter takes it", view)
         yield view
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: checkpoint architectures the pinned converter refuses, and the name under which it converts the same
+#: weights: Qwen3-VL-Embedding's ``Qwen3VLForEmbedding`` is ``Qwen3VLModel`` saved as ``model`` (its
+#: official code), which is how ``Qwen3VLForConditionalGeneration`` stores it too (shared notes, qwen3-vl.md)
+_CONVERTER_ARCHITECTURES = {"Qwen3VLForEmbedding": "Qwen3VLForConditionalGeneration"}
+
+
+def _converter_config(hf_dir: Path) -> dict[str, object] | None:
+    """The checkpoint's config.json as the converter should read it, or None when it reads it as it is."""
+    try:
+        config = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ToolError(f"{hf_dir / 'config.json'}: cannot read it: {e}") from None
+    archs = list(config.get("architectures") or [])
+    fixed = [_CONVERTER_ARCHITECTURES.get(a, a) for a in archs]
+    name = str(config.get("_name_or_path", ""))
+    if fixed == archs and not _names_reranker(name):
+        return None
+    config["architectures"] = fixed
+    if _names_reranker(name):
+        config.pop("_name_or_path")
+    return dict(config)
+
+
+def _names_reranker(text: str) -> bool:
+    # what the pinned converter's Qwen3 classes read as "this is a reranker" (conversion/qwen.py)
+    low = text.lower()
+    return "# qwen3-reranker" in low or "# qwen3-vl-reranker" in low or "qwen3-vl-reranker" in low
