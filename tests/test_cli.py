@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -151,7 +152,7 @@ def test_pulled_registry_model_is_used_by_name(tiny_files: ModelFiles, tmp_path:
     assert pulled.returncode == 0, pulled.stderr
     assert m.lm_files[m.default_quant] in pulled.stdout.replace("\n", "")
     listed = _docvec("models", "list", env=env)
-    assert listed.returncode == 0 and "yes" in listed.stdout
+    assert listed.returncode == 0 and re.search(r"jina-v4 .*│ Q8_0 ", listed.stdout), listed.stdout
     out = _docvec("embed", "-q", "hello", "--json", env={**env, "DOCVEC_MODEL": "jina-v4"})
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)[0]["vector"]) == 64

@@ -69,7 +69,7 @@ def test_version() -> None:
 def test_the_test_model_goes_by_name(cache: Path) -> None:
     env = {"DOCVEC_CACHE_DIR": str(cache)}
     listed = runner.invoke(app, ["models", "list"], env=env)
-    assert listed.exit_code == 0 and re.search(r"tiny .* yes", listed.stdout), listed.stdout
+    assert listed.exit_code == 0 and re.search(r"tiny .*│ F16 ", listed.stdout), listed.stdout
     pulled = runner.invoke(app, ["models", "pull", "tiny"], env=env)  # built already: found at once
     assert pulled.exit_code == 0 and "DOCVEC_MODEL=tiny" in pulled.stdout
     r = runner.invoke(app, ["embed", "-q", "hello", "--json"], env={**env, "DOCVEC_MODEL": "tiny"})

@@ -177,8 +177,17 @@ def models_convert(
 
 @models_app.command("pull")
 def models_pull(
-    name: Annotated[str, typer.Argument(help="Registry name: jina-v4, or tiny (the offline test model).")],
-    quant: Annotated[str | None, typer.Option(help="Language model quantization (default Q8_0).")] = None,
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Registry name: jina-v4, qwen3-vl-embedding-2b, qwen3-vl-embedding-8b, or tiny (the offline "
+            "test model); `docvec models list` shows them."
+        ),
+    ],
+    quant: Annotated[
+        str | None,
+        typer.Option(help="Language model quantization (default Q8_0; `models list` shows each's)."),
+    ] = None,
     hf_cache: Annotated[Path | None, typer.Option(help="Hugging Face cache (default: HF_HOME's).")] = None,
     head: Annotated[
         bool,
@@ -189,7 +198,8 @@ def models_pull(
     ] = True,
 ) -> None:
     """Download a published model's GGUFs (language model and vision encoder) from Hugging Face, and its
-    multi-vector head (the GGUFs lack it) unless --no-head; ``tiny`` is built on this machine instead
+    multi-vector head (the GGUFs lack it) unless --no-head; a model published as a checkpoint only
+    (Qwen3-VL-Embedding) is downloaded and converted here, once; ``tiny`` is built on this machine instead
     (random weights, for trying docvec out offline)."""
     from .._model._registry import REGISTRY_NAME, licence_notice, tiny_model_dir
     from .._tools._pull import pull
@@ -208,7 +218,14 @@ def models_pull(
         err.print("downloading from the Hugging Face Hub (files already in its cache are reused) ...")
         # one message on failure, ours: not huggingface_hub's warning for each of its retries
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
-        files = pull(name, quant=quant, cache_dir=hf_cache, head=head, docvec_cache_dir=s.cache_dir)
+        files = pull(
+            name,
+            quant=quant,
+            cache_dir=hf_cache,
+            head=head,
+            docvec_cache_dir=s.cache_dir,
+            threads=s.embed.threads,
+        )
     out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
     if files.head is not None:
         out.print(f"head        {files.head}")
@@ -217,15 +234,44 @@ def models_pull(
 
 @models_app.command("list")
 def models_list() -> None:
-    """List the models docvec knows by name and whether they are here (downloaded, or built)."""
+    """List the models docvec knows by name: licence, vector sizes, page budget, published scores (with
+    their source) and whether each is here (downloaded, or built)."""
     from .._model import _registry as registry
+    from .._model._profiles import PROFILES
 
     s = settings()
-    table = Table("name", "quantizations", "here", "licence")
+    profiles = {p.name: p for p in PROFILES}
+    table = Table(
+        "name", "licence", "vector sizes", "page budget", "published scores", "quantizations", "here"
+    )
+    for column in table.columns:  # every value whole, wrapped if it must be (never cut with an ellipsis)
+        column.overflow = "fold"
+    sources: dict[str, None] = {}
     for n in registry.registry_names():
         m = registry.get_model(n)
-        table.add_row(n, ", ".join(m.quants), "yes" if registry.find_cached(n) else "no", m.licence_id)
+        p = profiles[m.profile]
+        scores = [x for x in p.published if x.size in (None, m.size)]
+        sources.update(dict.fromkeys(x.source for x in scores))
+        table.add_row(
+            n,
+            m.licence_id,
+            ", ".join(map(str, reversed(p.dims(m.width)))),
+            f"{p.page_pixels // p.image_unit**2} tokens (max {p.max_pixels // p.image_unit**2})",
+            "\n".join(f"{x.benchmark} {x.score:g}" for x in scores),
+            ", ".join(m.quants),
+            ", ".join(q for q in m.quants if registry.find_cached(n, quant=q, docvec_cache_dir=s.cache_dir))
+            or "no",
+        )
     built = registry.find_registered(registry.REGISTRY_NAME, cache_dir=s.cache_dir) is not None
-    tiny = registry.REGISTRY_NAME
-    table.add_row(tiny, "F16 (random weights, built here)", "yes" if built else "no", "Apache-2.0")
+    tiny = profiles["jina-embeddings-v4"]  # the default tiny model stands in for jina-v4, 64 wide
+    table.add_row(
+        registry.REGISTRY_NAME,
+        "Apache-2.0",
+        ", ".join(map(str, reversed(tiny.dims(64)))),
+        f"{tiny.page_pixels // tiny.image_unit**2} tokens",
+        "random weights",
+        "F16 (built here)",
+        "F16" if built else "no",
+    )
     out.print(table)
+    out.print("scores as their authors published them: " + ", ".join(sources), highlight=False)

@@ -47,6 +47,7 @@ class Published:
     benchmark: str  # e.g. "ViDoRe v1 (nDCG@5)"
     score: float
     source: str  # the page or paper the figure comes from
+    size: str | None = None  # which size of the model it is for ("2B"), where the family has several
 
 
 @dataclass(frozen=True)
@@ -206,10 +207,10 @@ QWEN3_VL_EMBEDDING = ModelProfile(
     kv_cache="f16",
     multivector=False,
     published=(
-        Published("ViDoRe v1 (nDCG@5), 2B", 84.4, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-2B"),
-        Published("ViDoRe v2 (nDCG@5), 2B", 65.3, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-2B"),
-        Published("ViDoRe v1 (nDCG@5), 8B", 87.2, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-8B"),
-        Published("ViDoRe v2 (nDCG@5), 8B", 69.9, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-8B"),
+        Published("ViDoRe v1 (nDCG@5)", 84.4, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-2B", "2B"),
+        Published("ViDoRe v2 (nDCG@5)", 65.3, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-2B", "2B"),
+        Published("ViDoRe v1 (nDCG@5)", 87.2, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-8B", "8B"),
+        Published("ViDoRe v2 (nDCG@5)", 69.9, "https://huggingface.co/Qwen/Qwen3-VL-Embedding-8B", "8B"),
     ),
 )
 

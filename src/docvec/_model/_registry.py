@@ -39,6 +39,7 @@ __all__ = [
     "RegistryModel",
     "cached_head",
     "find_cached",
+    "find_converted",
     "find_registered",
     "find_tiny_model",
     "get_model",
@@ -62,6 +63,9 @@ class RegistryModel:
     #: Short name used on the command line (``docvec models pull <name>``).
     name: str
     description: str
+    #: its embedding profile (:data:`docvec._model._profiles.PROFILES`, by name), and its full vector size
+    profile: str
+    width: int
     #: Hugging Face repository holding the language-model GGUFs.
     lm_repo: str
     #: Quantization (as written in the file names, e.g. ``"Q4_K_M"``) → file name in ``lm_repo``.
@@ -91,6 +95,14 @@ class RegistryModel:
     head_task: str = "retrieval"
     #: Git revision of ``head_repo``; the head is cached under the commit it resolves to.
     head_revision: str = "main"
+    #: ``None``: ``lm_repo`` and ``mmproj_repo`` publish the GGUFs. Otherwise the model is published as a
+    #: safetensors checkpoint only, in this repository: ``pull`` downloads it (at ``revision``) and converts
+    #: it with the pinned converter into docvec's cache, ``<cache>/models/<name>/<commit>/``, where
+    #: ``lm_files`` name the language model of each quantization (relative to that folder) and its mmproj
+    #: lies beside it.
+    checkpoint_repo: str | None = None
+    #: which size of its family it is, where the profile's published scores differ by size
+    size: str | None = None
 
     @property
     def quants(self) -> tuple[str, ...]:
@@ -178,6 +190,8 @@ _JINA_V4_LICENCE = (
 REGISTRY: dict[str, RegistryModel] = {
     "jina-v4": RegistryModel(
         name="jina-v4",
+        profile="jina-embeddings-v4",
+        width=2048,
         description=(
             "jina-embeddings-v4 (Qwen2.5-VL-3B backbone), retrieval adapter merged: text-retrieval language "
             "model GGUF plus the BF16 vision encoder (mmproj)"
@@ -196,6 +210,61 @@ REGISTRY: dict[str, RegistryModel] = {
         head_task="retrieval",
     ),
 }
+
+
+# --- Qwen3-VL-Embedding -------------------------------------------------------------------------------
+#
+# Sources (fix this table, not the code, if the Hub changes):
+# * Qwen/Qwen3-VL-Embedding-2B and -8B (Apache-2.0, ungated): the checkpoints of the official code
+#   (github QwenLM/Qwen3-VL-Embedding). Qwen publishes no GGUFs of them; the GGUF copies on the Hub are third
+#   parties' conversions (mradermacher among them), so docvec converts the official checkpoint itself with
+#   the pinned converter, as `docvec models convert` does, and the conversion is what parity was tested on.
+# * 2B revision 9f2f7e710d6d81056aa5c0a4f04764fec6bb7bda: the commit several independent public projects
+#   pin (seen in their code and notes, with "one complete safetensors file, no weight shard index at this
+#   revision", 18 files, 4,271,068,726 bytes); not checked against a listing of the Hub itself. The 8B is
+#   taken at main (no pin seen); the commit a pull resolves is recorded, and its conversion cached under it.
+# * Files: the converter reads config.json, the weights (model.safetensors, or an index and its shards:
+#   whichever the revision has), tokenizer.json, tokenizer_config.json and preprocessor_config.json (the
+#   vision encoder's normalisation); the rest of the repository (README, scripts, examples) is not needed.
+_QWEN3_VL_LICENCE = (
+    "Qwen3-VL-Embedding is licensed under Apache-2.0 (https://www.apache.org/licenses/LICENSE-2.0), as "
+    "declared by Qwen on Hugging Face: commercial use is allowed under its terms."
+)
+
+
+def _qwen3_vl_embedding(size: str, revision: str, width: int) -> RegistryModel:
+    base = f"qwen3-vl-embedding-{size.lower()}"
+    repo = f"Qwen/Qwen3-VL-Embedding-{size}"
+    return RegistryModel(
+        name=base,
+        profile="qwen3-vl-embedding",
+        width=width,
+        size=size,
+        description=(
+            f"Qwen3-VL-Embedding-{size} (Qwen3-VL-{size} backbone), converted here from the official "
+            "checkpoint: language model GGUF plus vision encoder (mmproj)"
+        ),
+        lm_repo=repo,
+        lm_files=MappingProxyType(
+            {"Q8_0": f"Q8_0/{base}-Q8_0.gguf", "BF16": f"{base}-BF16.gguf", "F16": f"{base}-F16.gguf"}
+        ),
+        default_quant="Q8_0",
+        mmproj_repo=repo,
+        mmproj_file=f"mmproj-{base}-<type>.gguf",  # BF16 where the CPU has bf16 arithmetic, else F16
+        licence_id="Apache-2.0",
+        licence_url="https://www.apache.org/licenses/LICENSE-2.0",
+        licence_text=_QWEN3_VL_LICENCE,
+        homepage=f"https://huggingface.co/{repo}",
+        revision=revision,
+        checkpoint_repo=repo,
+    )
+
+
+# hidden sizes 2048 and 4096: Qwen3-VL-2B's and -8B's (the cards' full embedding sizes)
+REGISTRY["qwen3-vl-embedding-2b"] = _qwen3_vl_embedding(
+    "2B", "9f2f7e710d6d81056aa5c0a4f04764fec6bb7bda", 2048
+)
+REGISTRY["qwen3-vl-embedding-8b"] = _qwen3_vl_embedding("8B", "main", 4096)
 
 
 def registry_names() -> list[str]:
@@ -249,6 +318,8 @@ def find_cached(
     """
     model = get_model(name)
     lm_name = lm_file(model, quant)
+    if model.checkpoint_repo is not None:
+        return find_converted(model, lm_name, docvec_cache_dir or default_cache_dir())
     lm_path = _cached(model.lm_repo, lm_name, model.revision, cache_dir)
     mmproj_path = _cached(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir)
     if lm_path is None or mmproj_path is None:
@@ -305,6 +376,19 @@ def _cached(repo_id: str, filename: str, revision: str, cache_dir: Path | None) 
     return path if path.is_file() else None
 
 
+def find_converted(model: RegistryModel, lm_name: str, docvec_cache_dir: Path) -> ModelFiles | None:
+    """The files of checkpoint model ``model`` that the last pull of its revision converted, with the
+    language model ``lm_name`` and the one mmproj beside it; ``None`` when there are none. Disk only."""
+    commit = _ref_commit(head_root(model, docvec_cache_dir), model.revision)
+    if commit is None:
+        return None
+    lm = head_root(model, docvec_cache_dir) / commit / lm_name
+    mmprojs = sorted(lm.parent.glob("mmproj-*.gguf"))
+    if not lm.is_file() or len(mmprojs) != 1:
+        return None
+    return ModelFiles(language_model=lm, mmproj=mmprojs[0])
+
+
 def head_root(model: RegistryModel, docvec_cache_dir: Path) -> Path:
     """The folder of ``model``'s heads in docvec's cache: ``<commit>/multivector-head.gguf`` and
     ``refs/<revision>`` (the commit the revision resolved to at the last pull)."""
@@ -316,13 +400,19 @@ def ref_file(root: Path, revision: str) -> Path:
     return root / "refs" / revision.replace("/", "--")
 
 
-def cached_head(root: Path, revision: str) -> Path | None:
-    """The head the last pull of ``revision`` wrote, or ``None``; reads the disk only."""
+def _ref_commit(root: Path, revision: str) -> str | None:
+    """The commit the last pull of ``revision`` resolved it to (``ref_file``), or ``None``."""
     try:
         commit = ref_file(root, revision).read_text().strip()
     except OSError:
         return None
-    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
+
+
+def cached_head(root: Path, revision: str) -> Path | None:
+    """The head the last pull of ``revision`` wrote, or ``None``; reads the disk only."""
+    commit = _ref_commit(root, revision)
+    if commit is None:
         return None
     path = root / commit / HEAD_FILE_NAME
     return path if path.is_file() else None

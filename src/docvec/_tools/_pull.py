@@ -77,9 +77,15 @@ def pull(
     token: str | None = None,
     head: bool = True,
     docvec_cache_dir: Path | None = None,
+    threads: int | None = None,
 ) -> ModelFiles:
     """Download registry model ``name`` (language model at ``quant`` plus the mmproj) into the HF cache,
     and, when its registry entry has a head source and ``head`` is true, its multi-vector head.
+
+    A model published as a checkpoint only (``checkpoint_repo`` in its entry) is downloaded as one (its
+    config, tokenizer, processor config and safetensors weights, into the HF cache) and converted with the
+    pinned llama.cpp converter into docvec's cache folder, under the commit its revision resolved to; the
+    conversion is done once per commit and quantization (``threads`` for the quantizer).
 
     Files already in the cache are reused after a cheap freshness check, partial downloads are resumed, and
     with ``HF_HUB_OFFLINE=1`` the cache alone is used. ``cache_dir`` is passed to huggingface_hub as its
@@ -108,6 +114,10 @@ def pull(
     """
     model = get_model(name)
     lm_name = lm_file(model, quant)
+    if model.checkpoint_repo is not None:
+        return _pull_checkpoint(
+            model, lm_name, cache_dir, token, docvec_cache_dir or default_cache_dir(), threads=threads
+        )
     logger.info("pulling %s: %s and %s", model.name, lm_name, model.mmproj_file)
     lm_path = _download(model.lm_repo, lm_name, model.revision, cache_dir, token)
     mmproj_path = _download(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir, token)
@@ -115,6 +125,72 @@ def pull(
     if head and model.head_repo is not None:
         head_path = _pull_head(model, cache_dir, docvec_cache_dir or default_cache_dir(), token)
     return ModelFiles(language_model=lm_path, mmproj=mmproj_path, head=head_path)
+
+
+#: what the converter reads of a checkpoint (the weights are found from the index, or model.safetensors)
+_CHECKPOINT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json")
+_INDEX = "model.safetensors.index.json"
+
+
+def _pull_checkpoint(
+    model: RegistryModel,
+    lm_name: str,
+    cache_dir: Path | None,
+    token: str | None,
+    docvec_cache_dir: Path,
+    *,
+    threads: int | None,
+) -> ModelFiles:
+    from .._model._registry import find_converted
+    from ._convert import convert_checkpoint, default_outtype
+    from ._toolchain import LlamaCppSource
+
+    assert model.checkpoint_repo is not None
+    repo, rev = model.checkpoint_repo, model.revision
+    advice = _Advice(
+        otherwise=f"or convert a copy of {repo} yourself: `docvec models convert HF_DIR OUT_DIR`, then set "
+        "DOCVEC_MODEL to OUT_DIR",
+        missing=f"Check that {repo} at revision {rev} still has it",
+    )
+    logger.info("pulling %s: the checkpoint %s (revision %s), to convert here", model.name, repo, rev)
+    config = _download(repo, "config.json", rev, cache_dir, token, advice)
+    snapshot = config.parent  # the HF cache's snapshots/<commit>/ folder
+    commit = snapshot.name
+    done = find_converted(model, lm_name, docvec_cache_dir)
+    root = head_root(model, docvec_cache_dir)
+    if done is not None and done.language_model.parent.is_relative_to(root / commit):
+        return done
+    for f in _CHECKPOINT_FILES[1:]:
+        _download(repo, f, rev, cache_dir, token, advice)
+    try:
+        index = _download(repo, _INDEX, rev, cache_dir, token, advice)
+    except ToolError:  # a revision with one model.safetensors has no index
+        shards = ["model.safetensors"]
+    else:
+        try:
+            shards = list(dict.fromkeys(read_weight_map(index, f"{repo}/{_INDEX}").values()))
+        except CheckpointError as e:
+            raise ToolError(str(e)) from None
+    for shard in shards:
+        _download(repo, shard, rev, cache_dir, token, advice)
+    quant = lm_name.split("/")[0] if "/" in lm_name else None
+    outtype = default_outtype() if quant else lm_name.rsplit("-", 1)[1].removesuffix(".gguf").lower()
+    out = root / commit
+    logger.info("converting %s at %s into %s", repo, commit, out)
+    convert_checkpoint(
+        snapshot,
+        out,
+        source=LlamaCppSource.in_cache(docvec_cache_dir),
+        name=model.name,
+        outtype=outtype,  # type: ignore[arg-type]
+        quantize=(quant,) if quant else (),
+        threads=threads,
+    )
+    _write_ref(root, rev, commit)
+    found = find_converted(model, lm_name, docvec_cache_dir)
+    if found is None:
+        raise ToolError(f"converting {repo} at {commit} into {out} did not give {lm_name}")
+    return found
 
 
 @dataclass(frozen=True)

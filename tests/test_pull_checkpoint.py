@@ -1,0 +1,124 @@
+"""`docvec models pull` of a model published as a checkpoint only (Qwen3-VL-Embedding): downloaded with
+huggingface_hub, converted here with the pinned converter, found by name offline afterwards. No network:
+the Hugging Face cache is filled with the tiny Qwen3-VL-Embedding checkpoint, saved as the official one is
+(``Qwen3VLForEmbedding``, one model.safetensors)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from docvec import Embedder, EmbedSettings, ModelFiles, ToolError
+from docvec._cli import app
+from docvec._model import _registry as registry
+from docvec._tools import _convert
+from docvec._tools._pull import pull
+
+from .fakehub import fill_cache
+
+pytestmark = pytest.mark.usefixtures("offline")
+
+NAME = "qwen3-vl-embedding-2b"
+MODEL = registry.REGISTRY[NAME]
+HF_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json")
+
+
+def test_the_registry_names_both_sizes_with_their_licence() -> None:
+    assert set(registry.registry_names()) >= {"jina-v4", NAME, "qwen3-vl-embedding-8b"}
+    for name in (NAME, "qwen3-vl-embedding-8b"):
+        m = registry.get_model(name)
+        assert m.checkpoint_repo == m.lm_repo == f"Qwen/Qwen3-VL-Embedding-{name[-2:].upper()}"
+        assert (m.licence_id, m.default_quant) == ("Apache-2.0", "Q8_0")
+        assert "Apache-2.0" in registry.licence_notice(name)
+    assert MODEL.revision == "9f2f7e710d6d81056aa5c0a4f04764fec6bb7bda"  # pinned (the registry says whence)
+
+
+@pytest.fixture()
+def docvec_cache(tmp_path: Path, llama_source: object, cache_dir: Path) -> Path:
+    """A docvec cache folder of the test's own, with the pinned llama.cpp source (for the converter) linked
+    in from the real one."""
+    own = tmp_path / "docvec-cache"
+    (own / "llama-cpp-python").mkdir(parents=True)
+    for v in (cache_dir / "llama-cpp-python").iterdir():
+        (own / "llama-cpp-python" / v.name).symlink_to(v)
+    return own
+
+
+@pytest.fixture()
+def hf_cache(tmp_path: Path, qwen3vl_dir: Path) -> Path:
+    """The Hugging Face cache holding Qwen/Qwen3-VL-Embedding-2B at the pinned commit: the tiny checkpoint
+    saved as the official one (architecture Qwen3VLForEmbedding, one weight file, a README that names the
+    reranker)."""
+    hf = qwen3vl_dir / "hf"
+    files = {f: (hf / f).read_bytes() for f in HF_FILES}
+    config = json.loads(files["config.json"])
+    files["config.json"] = json.dumps({**config, "architectures": ["Qwen3VLForEmbedding"]}).encode()
+    files["model.safetensors"] = (hf / "model.safetensors").read_bytes()
+    files["README.md"] = b"# Qwen3-VL-Embedding\n\n# Qwen3-VL-Reranker\n"
+    cache = tmp_path / "hf-cache"
+    fill_cache(cache, MODEL.lm_repo, files, commit=MODEL.revision)
+    return cache
+
+
+def test_pull_converts_once_and_is_found_by_name(
+    hf_cache: Path, docvec_cache: Path, qwen3vl_files: ModelFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = pull(NAME, cache_dir=hf_cache, docvec_cache_dir=docvec_cache, threads=2)
+    root = docvec_cache / "models" / NAME / MODEL.revision
+    assert files.language_model == root / "Q8_0" / f"{NAME}-Q8_0.gguf"
+    assert files.mmproj.parent == root / "Q8_0" and files.head is None
+    # offline, by name, afterwards: what DOCVEC_MODEL=qwen3-vl-embedding-2b opens
+    assert registry.find_registered(NAME, cache_dir=docvec_cache) == files
+    # a second pull converts nothing
+    monkeypatch.setattr(_convert, "convert_checkpoint", lambda *a, **k: pytest.fail("converted again"))
+    assert pull(NAME, cache_dir=hf_cache, docvec_cache_dir=docvec_cache) == files
+    # the same model as the tiny one converted directly (Q8_0 language model: close, not equal)
+    settings = EmbedSettings(threads=2)
+    with Embedder(files, settings) as ours, Embedder(qwen3vl_files, settings) as direct:
+        assert ours.profile.name == "qwen3-vl-embedding"
+        q = ("total amount due",)
+        assert float(ours.embed_queries(q)[0] @ direct.embed_queries(q)[0]) > 0.99
+        page = np.full((320, 320, 3), 200, np.uint8)
+        from PIL import Image
+
+        img = [Image.fromarray(page)]
+        assert float(ours.embed_images(img)[0] @ direct.embed_images(img)[0]) > 0.99
+
+
+def test_pull_without_the_checkpoint_names_repo_and_file(tmp_path: Path, docvec_cache: Path) -> None:
+    with pytest.raises(ToolError) as info:
+        pull(NAME, cache_dir=tmp_path / "empty", docvec_cache_dir=docvec_cache)
+    message = str(info.value)
+    assert MODEL.lm_repo in message and "config.json" in message
+    assert "docvec models convert" in message  # what to do without the Hub
+    assert not (docvec_cache / "models" / NAME).exists()  # nothing half-made
+
+
+def test_cli_pull_of_another_type_shows_the_licence(hf_cache: Path, docvec_cache: Path) -> None:
+    r = CliRunner().invoke(
+        app,
+        ["models", "pull", NAME, "--quant", "F16", "--hf-cache", str(hf_cache)],
+        env={"DOCVEC_CACHE_DIR": str(docvec_cache), "COLUMNS": "200"},
+    )
+    assert r.exit_code == 0, r.output
+    assert "Apache-2.0" in r.output
+    assert f"DOCVEC_MODEL={NAME}" in r.output
+    root = docvec_cache / "models" / NAME / MODEL.revision
+    assert (root / f"{NAME}-F16.gguf").is_file() and (root / f"mmproj-{NAME}-F16.gguf").is_file()
+    # what a user chooses by: licence, sizes, page budget, published scores with their source, here or not
+    listed = CliRunner().invoke(
+        app, ["models", "list"], env={"DOCVEC_CACHE_DIR": str(docvec_cache), "COLUMNS": "250"}
+    )
+    assert listed.exit_code == 0, listed.output
+    rows = listed.stdout.split(NAME)[1].split("qwen3-vl-embedding-8b")[0]  # the row, with its wrapped lines
+    first = rows.splitlines()[0]
+    for cell in ("Apache-2.0", "1024 tokens (max 1800)", "ViDoRe v1 (nDCG@5) 84.4", "│ F16"):
+        assert cell in first, (cell, first)
+    assert "ViDoRe v2 (nDCG@5) 65.3" in rows
+    jina = listed.stdout.split("jina-v4")[1].split(NAME)[0]
+    assert "CC-BY-NC-4.0" in jina and "84.1" in jina and "768 tokens" in jina
+    assert "https://huggingface.co/Qwen/Qwen3-VL-Embedding-2B" in " ".join(listed.stdout.split())
