@@ -72,7 +72,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["engine"] == "docvec":
         from docvec import Embedder, EmbedSettings, ModelFiles
 
-        settings = EmbedSettings(threads=threads, flash_attention=spec.get("flash_attention"))
+        settings = EmbedSettings(
+            threads=threads, flash_attention=spec.get("flash_attention"), max_pixels=spec.get("max_pixels")
+        )
         emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"])), settings)
         out["load_s"] = time.perf_counter() - t0
         emb.embed_queries(["warm up"])
@@ -277,6 +279,16 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
             "threads": args.threads,
             "flash_attention": True,
         }
+        # the cost of the model's own maximum page budget (1,800 tokens) against docvec's default (1,024)
+        from docvec._model._profiles import QWEN3_VL_EMBEDDING
+
+        engines["docvec 1800 tok"] = {
+            "engine": "docvec",
+            "lm": str(lm),
+            "mmproj": str(mm),
+            "threads": args.threads,
+            "max_pixels": QWEN3_VL_EMBEDDING.max_pixels,
+        }
     torch_spec = {"engine": "torch", "family": family, "hf": str(hf), "threads": args.threads}
     engines["torch bf16"] = {**torch_spec, "dtype": "bf16"}
     if not args.skip_fp32:
@@ -316,6 +328,14 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
             row += f"{cell:>40}"
         print(row + f"{r['peak_rss_mb']:>14.0f}")
 
+    print(
+        "\nprompt tokens per image: "
+        + "; ".join(
+            f"{name} " + "/".join(str(r["images"][n]["tokens"]) for n, _, _ in IMAGES)
+            for name, r in results.items()
+            if "error" not in r
+        )
+    )
     ref = results.get("torch fp32") or results.get("torch bf16")
     if ref and "error" not in ref:
         which = "torch fp32" if "torch fp32" in results else "torch bf16"
