@@ -136,7 +136,8 @@ def models_convert(
         str | None, typer.Option(help="f16, bf16 or f32; default bf16 where the CPU has bf16, else f16.")
     ] = None,
     mmproj_outtype: Annotated[
-        str | None, typer.Option(help="Type of the mmproj; default: --outtype.")
+        str | None,
+        typer.Option(help="Type of the vision encoder: f16, bf16, f32 or q8_0; default: --outtype."),
     ] = None,
     quantize: Annotated[
         list[str] | None, typer.Option(help="Also quantize: Q8_0, Q6_K, Q5_K_M, Q4_K_M (repeatable).")

@@ -64,6 +64,7 @@ from ._toolchain import LlamaCppSource
 
 __all__ = [
     "DEFAULT_HEAD_TASK",
+    "MMPROJ_OUTTYPES",
     "OUTTYPES",
     "QUANTS",
     "ConvertedModel",
@@ -79,6 +80,10 @@ log = logging.getLogger("docvec")
 
 OutType = Literal["f16", "bf16", "f32"]
 OUTTYPES: tuple[str, ...] = ("f16", "bf16", "f32")
+#: the vision encoder may also be written as Q8_0 (the converter's own q8_0 type, which mtmd loads):
+#: pooled cosine 0.99983-0.99986 against the F16 mmproj on the tiny models of both families
+MmprojType = Literal["f16", "bf16", "f32", "q8_0"]
+MMPROJ_OUTTYPES: tuple[str, ...] = (*OUTTYPES, "q8_0")
 #: llama_ftype values of the quantizations docvec offers (llama.h).
 QUANTS: dict[str, int] = {"Q8_0": 7, "Q6_K": 18, "Q5_K_M": 17, "Q4_K_M": 15}
 #: the LoRA task merged into the head when the adapter holds several (jina-embeddings-v4: retrieval,
@@ -116,7 +121,7 @@ def convert_checkpoint(
     source: LlamaCppSource,
     name: str | None = None,
     outtype: OutType = "f16",
-    mmproj_outtype: OutType | None = None,
+    mmproj_outtype: MmprojType | None = None,
     quantize: tuple[str, ...] = (),
     threads: int | None = None,
     head_task: str = DEFAULT_HEAD_TASK,
@@ -132,6 +137,8 @@ def convert_checkpoint(
         raise ToolError(f"{hf_dir}: not a Hugging Face checkpoint folder (no config.json)")
     if outtype not in OUTTYPES:
         raise ToolError(f"--outtype must be one of {', '.join(OUTTYPES)}, not {outtype}")
+    if mmproj_outtype is not None and mmproj_outtype not in MMPROJ_OUTTYPES:
+        raise ToolError(f"--mmproj-outtype must be one of {', '.join(MMPROJ_OUTTYPES)}, not {mmproj_outtype}")
     bad = [q for q in quantize if q not in QUANTS]
     if bad:
         raise ToolError(f"unknown quantization {', '.join(bad)}; choose from {', '.join(QUANTS)}")
