@@ -186,7 +186,7 @@ def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
-    from docvec._tools._convert import _quantize, convert_checkpoint, cpu_has_bf16
+    from docvec._tools._convert import _quantize, _run_converter, convert_checkpoint, cpu_has_bf16
     from docvec._tools._tiny_checkpoint import ModelGeometry, build_checkpoint
     from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry, build_qwen3vl_checkpoint
     from docvec._tools._toolchain import LlamaCppSource
@@ -235,6 +235,14 @@ def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple
         q8.parent.mkdir(exist_ok=True)
         _quantize(lm16, q8, "Q8_0", os.cpu_count() or 1)
     out["docvec Q8_0"] = (q8, mm16)
+    # a Q8_0 vision encoder beside the default language model (`models convert --mmproj-outtype q8_0`)
+    mm8 = base / "mmproj-q8_0" / "mmproj-m-Q8_0.gguf"
+    if not mm8.is_file():
+        print("converting the vision encoder to Q8_0 (once) ...", flush=True)
+        mm8.parent.mkdir(exist_ok=True)
+        _run_converter(src, hf, mm8, "q8_0", mmproj=True)
+    main_lm = out["docvec BF16"][0] if "docvec BF16" in out else lm16
+    out["docvec Q8_0 mmproj"] = (main_lm, mm8)
     return hf, out
 
 
