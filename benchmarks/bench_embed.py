@@ -307,7 +307,7 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
         print(f"running {family}: {name} ...", flush=True)
         results[name] = _run_engine(spec)
 
-    default = next(iter(ggufs)) if len(ggufs) == 1 else "docvec BF16"
+    default = "docvec BF16" if "docvec BF16" in ggufs else "docvec F16"
     geometry = {"jina-v4": "Qwen2.5-VL-3B", "qwen3-vl": "Qwen3-VL-2B"}[family] if args.full else "tiny"
     print(
         f"\n{family}, {geometry} geometry, {args.threads} threads; seconds (median of "
