@@ -187,8 +187,9 @@ def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
     from docvec._tools._convert import _quantize, _run_converter, convert_checkpoint, cpu_has_bf16
-    from docvec._tools._tiny_checkpoint import ModelGeometry, build_checkpoint
-    from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry, build_qwen3vl_checkpoint
+    from docvec._tools._tiny_checkpoint import CheckpointGeometry, build_checkpoint
+    from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry
+    from docvec._tools._tiny_qwen25vl import Qwen25VLGeometry
     from docvec._tools._toolchain import LlamaCppSource
 
     src = LlamaCppSource.in_cache(cache)
@@ -201,15 +202,12 @@ def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple
             f"building the {'full-geometry' if full else 'tiny'} {family} checkpoint in {hf} (once) ...",
             flush=True,
         )
-        build: Any
-        if family == "qwen3-vl":
-            build, geometry = (
-                build_qwen3vl_checkpoint,
-                Qwen3VLGeometry.qwen3vl_2b() if full else Qwen3VLGeometry.tiny(),
-            )
-        else:
-            build, geometry = build_checkpoint, ModelGeometry.qwen25vl_3b() if full else ModelGeometry.tiny()
-        build(
+        geometries: dict[str, tuple[CheckpointGeometry, CheckpointGeometry]] = {
+            "jina-v4": (Qwen25VLGeometry.tiny(), Qwen25VLGeometry.qwen25vl_3b()),
+            "qwen3-vl": (Qwen3VLGeometry.tiny(), Qwen3VLGeometry.qwen3vl_2b()),
+        }
+        geometry = geometries[family][int(full)]
+        build_checkpoint(
             hf,
             src.qwen2_vocab,
             geometry,

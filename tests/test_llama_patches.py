@@ -166,12 +166,13 @@ def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> N
 
     import torch
 
-    from docvec._tools._tiny_checkpoint import ModelGeometry, build_checkpoint
+    from docvec._tools._tiny_checkpoint import build_checkpoint
+    from docvec._tools._tiny_qwen25vl import Qwen25VLGeometry
 
     from .reference import ReferenceEmbedder
 
     src = LlamaCppSource.in_cache(cache_dir)
-    geometry = dataclasses.replace(ModelGeometry.tiny(), vision_intermediate=100, text_intermediate=200)
+    geometry = dataclasses.replace(Qwen25VLGeometry.tiny(), vision_intermediate=100, text_intermediate=200)
     hf = build_checkpoint(tmp_path / "hf", src.qwen2_vocab, geometry, cache_dir=cache_dir / "tokenizers")
     files = convert_checkpoint(hf, tmp_path, source=src, name="odd", outtype="f16").main
     got = _embed_logged(files)

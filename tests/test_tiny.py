@@ -12,18 +12,14 @@ import pytest
 
 from docvec import ConfigError
 from docvec._model._head import KEYS as HEAD_KEYS
-from docvec._tools._tiny_checkpoint import (
-    ADDED_TOKENS,
-    HEAD_DIM,
-    IMAGE_MEAN,
-    IMAGE_STD,
-    VOCAB_SIZE,
-    ModelGeometry,
-    build_checkpoint,
-)
+from docvec._tools._qwen_tokenizer import VOCAB_SIZE
+from docvec._tools._tiny_checkpoint import build_checkpoint
+from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry
+from docvec._tools._tiny_qwen25vl import ADDED_TOKENS, HEAD_DIM, IMAGE_MEAN, IMAGE_STD, Qwen25VLGeometry
 from docvec._tools._toolchain import LlamaCppSource
 
 SEP = "\n__ggml_vocab_test__\n"
+TINY = Qwen25VLGeometry.tiny()
 
 
 def llama_cpp_vectors(vocab: Path) -> list[tuple[str, list[int]]]:
@@ -96,8 +92,12 @@ def test_config_has_the_real_ids_and_image_geometry(tiny_hf: Path) -> None:
 def test_same_seed_same_bytes_other_seed_other_weights(
     tmp_path: Path, llama_source: LlamaCppSource, tokenizer_cache: Path, tiny_hf: Path
 ) -> None:
-    again = build_checkpoint(tmp_path / "again", llama_source.qwen2_vocab, seed=0, cache_dir=tokenizer_cache)
-    other = build_checkpoint(tmp_path / "other", llama_source.qwen2_vocab, seed=1, cache_dir=tokenizer_cache)
+    again = build_checkpoint(
+        tmp_path / "again", llama_source.qwen2_vocab, TINY, seed=0, cache_dir=tokenizer_cache
+    )
+    other = build_checkpoint(
+        tmp_path / "other", llama_source.qwen2_vocab, TINY, seed=1, cache_dir=tokenizer_cache
+    )
     names = sorted(p.name for p in tiny_hf.iterdir())
     assert "model.safetensors" in names
     assert sorted(p.name for p in again.iterdir()) == names
@@ -154,16 +154,16 @@ def test_geometry_checks_and_the_3b_size() -> None:
     import torch
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    tiny = ModelGeometry.tiny()
+    tiny = Qwen25VLGeometry.tiny()
     assert tiny.out_hidden == tiny.text_hidden == 64
     with pytest.raises(ConfigError, match="mrope_section"):
-        ModelGeometry(**{**tiny.__dict__, "mrope_section": (2, 2, 2)})
+        Qwen25VLGeometry(**{**tiny.__dict__, "mrope_section": (2, 2, 2)})
     with pytest.raises(ConfigError, match="equally spaced"):
-        ModelGeometry(**{**tiny.__dict__, "fullatt_block_indexes": (1, 2)})
+        Qwen25VLGeometry(**{**tiny.__dict__, "fullatt_block_indexes": (1, 2)})
     with pytest.raises(ConfigError, match="dtype"):
-        build_checkpoint(Path("unused"), Path("unused"), dtype="int8")
+        build_checkpoint(Path("unused"), Path("unused"), tiny, dtype="int8")
 
-    big = ModelGeometry.qwen25vl_3b()
+    big = Qwen25VLGeometry.qwen25vl_3b()
     assert big.fullatt_block_indexes == (7, 15, 23, 31)
     with torch.device("meta"):
         model = Qwen2_5_VLForConditionalGeneration(Qwen2_5_VLConfig(**big.hf_config("bfloat16")))
@@ -251,15 +251,13 @@ def test_qwen3vl_geometries() -> None:
     import torch
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-    from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry, build_qwen3vl_checkpoint
-
     tiny = Qwen3VLGeometry.tiny()
     with pytest.raises(ConfigError, match="mrope_section"):
         Qwen3VLGeometry(**{**tiny.__dict__, "mrope_section": (2, 2, 2)})
     with pytest.raises(ConfigError, match="more than 3 language-model"):
         Qwen3VLGeometry(**{**tiny.__dict__, "text_layers": 3})
     with pytest.raises(ConfigError, match="dtype"):
-        build_qwen3vl_checkpoint(Path("unused"), Path("unused"), dtype="int8")
+        build_checkpoint(Path("unused"), Path("unused"), tiny, dtype="int8")
     # the real 2B: 2.13 B parameters (Qwen3-VL-2B-Instruct's model card says 2B), tied embeddings
     with torch.device("meta"):
         model = Qwen3VLForConditionalGeneration(Qwen3VLConfig(**Qwen3VLGeometry.qwen3vl_2b().hf_config()))

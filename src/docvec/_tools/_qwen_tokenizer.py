@@ -16,6 +16,8 @@ from .._errors import ModelFileError, ToolError
 from .._fileio import write_atomic
 
 __all__ = [
+    "ID_ENDOFTEXT",
+    "ID_IM_END",
     "N_BPE_TOKENS",
     "QWEN2_PRETOKENIZE_REGEX",
     "QWEN3VL_ADDED_TOKENS",
@@ -66,6 +68,10 @@ QWEN3VL_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
     ("<think>", False),
     ("</think>", False),
 )
+
+#: the ids of <|endoftext|> and <|im_end|> (the checkpoints' bos/pad and eos)
+ID_ENDOFTEXT = N_BPE_TOKENS
+ID_IM_END = N_BPE_TOKENS + 2
 
 #: Qwen2's pre-tokenizer split pattern (the one transformers' Qwen2Tokenizer and llama.cpp's ``qwen2`` use).
 QWEN2_PRETOKENIZE_REGEX = (

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 from .._errors import ToolError
@@ -35,8 +34,9 @@ def build_tiny_model(
     arch = arch.lower()
     base, has_head = tiny_arch(arch)
     try:
-        from ._tiny_checkpoint import build_checkpoint
-        from ._tiny_qwen3vl import build_qwen3vl_checkpoint
+        from ._tiny_checkpoint import CheckpointGeometry, build_checkpoint
+        from ._tiny_qwen3vl import Qwen3VLGeometry
+        from ._tiny_qwen25vl import Qwen25VLGeometry
     except ImportError as e:
         raise ToolError(
             f"building the test model needs PyTorch and transformers ({e.name} is missing): "
@@ -51,12 +51,13 @@ def build_tiny_model(
         old.unlink()
     stamp.unlink(missing_ok=True)
     log.info("building the tiny test model in %s", out_dir)
-    builders: dict[str, Callable[..., Path]] = {
-        "qwen2.5-vl": build_checkpoint,
-        "qwen3-vl": build_qwen3vl_checkpoint,
+    geometries: dict[str, CheckpointGeometry] = {
+        "qwen2.5-vl": Qwen25VLGeometry.tiny(),
+        "qwen3-vl": Qwen3VLGeometry.tiny(),
     }
-    builders[arch](out_dir / "hf", source.qwen2_vocab, seed=seed, cache_dir=cache_dir / "tokenizers")
-    files = convert_checkpoint(out_dir / "hf", out_dir, source=source, name=base, outtype=outtype).main
+    hf = out_dir / "hf"
+    build_checkpoint(hf, source.qwen2_vocab, geometries[arch], seed=seed, cache_dir=cache_dir / "tokenizers")
+    files = convert_checkpoint(hf, out_dir, source=source, name=base, outtype=outtype).main
     if has_head and files.head is None:  # the checkpoint was written with one: it must not go missing
         raise ToolError(f"converting the tiny model in {out_dir} gave no multi-vector head")
     stamp.write_text(json.dumps(tiny_stamp(seed, outtype, arch)))

@@ -1,4 +1,4 @@
-"""A random-weight Qwen3-VL-Embedding of the real architecture, written as a Hugging Face checkpoint folder.
+"""Qwen3-VL-Embedding as :func:`~._tiny_checkpoint.build_checkpoint` writes it.
 
 The second family's offline test model: the same code paths as Qwen3-VL-Embedding (the converter's
 ``qwen3vl`` language model with deepstack and its ``qwen3vl_merger`` vision encoder, llama.cpp's graphs,
@@ -8,42 +8,35 @@ head): the checkpoint stores ``model.language_model.*`` and ``model.visual.*`` a
 Qwen3-VL, with tied embeddings (as the 2B has), and says ``Qwen3VLForConditionalGeneration``, which
 transformers loads and llama.cpp's converter takes.
 
-The tokenizer is the real Qwen2 byte-level BPE with Qwen3-VL's added tokens at their real ids
-(:mod:`docvec._tools._qwen_tokenizer`); the weights are random and scale-preserving
-(:mod:`docvec._tools._random_weights`). The image processor is Qwen3-VL's: patch 16, spatial merge 2
-(one token per 32x32 pixels), mean and std 0.5, and Qwen3-VL-Embedding's pixel bounds.
+The tokenizer has Qwen3-VL's added tokens at their real ids. The image processor is Qwen3-VL's: patch 16,
+spatial merge 2 (one token per 32x32 pixels), mean and std 0.5, and Qwen3-VL-Embedding's pixel bounds.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .._errors import ConfigError
-from .._fileio import write_atomic, write_json_atomic
 from .._model._profiles import QWEN3_VL_EMBEDDING
-from ._qwen_tokenizer import QWEN3VL_ADDED_TOKENS, VOCAB_SIZE, qwen_tokenizer_json, tokenizer_files
-from ._random_weights import tensor_specs, write_weights
-from ._tiny_checkpoint import DTYPES
+from ._qwen_tokenizer import ID_ENDOFTEXT, ID_IM_END, QWEN3VL_ADDED_TOKENS, VOCAB_SIZE
+from ._random_weights import TensorSpec, tensor_specs
 
-__all__ = ["IMAGE_MEAN", "IMAGE_STD", "Qwen3VLGeometry", "build_qwen3vl_checkpoint"]
-
-logger = logging.getLogger("docvec")
+__all__ = ["IMAGE_MEAN", "IMAGE_STD", "Qwen3VLGeometry"]
 
 #: Qwen3-VL's image normalisation (its preprocessor_config.json)
 IMAGE_MEAN = (0.5, 0.5, 0.5)
 IMAGE_STD = (0.5, 0.5, 0.5)
-
-_ID_ENDOFTEXT = 151643
-_ID_IM_END = 151645
 
 
 @dataclass(frozen=True)
 class Qwen3VLGeometry:
     """The widths of a Qwen3-VL model; everything else (vocabulary, special ids, image unit) is the real
     one."""
+
+    label: ClassVar[str] = "Qwen3-VL-Embedding"
+    added_tokens: ClassVar[tuple[tuple[str, bool], ...]] = QWEN3VL_ADDED_TOKENS
+    processor_class: ClassVar[str] = "Qwen3VLProcessor"
 
     text_hidden: int
     text_layers: int
@@ -132,8 +125,8 @@ class Qwen3VLGeometry:
                     "mrope_interleaved": True,
                 },
                 "tie_word_embeddings": True,
-                "bos_token_id": _ID_ENDOFTEXT,
-                "eos_token_id": _ID_IM_END,
+                "bos_token_id": ID_ENDOFTEXT,
+                "eos_token_id": ID_IM_END,
             },
             "vision_config": {
                 "depth": self.vision_depth,
@@ -157,6 +150,42 @@ class Qwen3VLGeometry:
             "dtype": dtype,
         }
 
+    def transformers_config(self, dtype: str = "float32") -> Any:
+        """The ``Qwen3VLConfig`` of :meth:`hf_config`."""
+        from transformers import Qwen3VLConfig
+
+        return Qwen3VLConfig(**self.hf_config(dtype))
+
+    def stored_tensors(self, config: Any) -> list[TensorSpec]:
+        """Every stored tensor, under transformers' module names for Qwen3-VL (``model.language_model.*``,
+        ``model.visual.*``, as Qwen3-VL-Embedding is saved); the tied lm_head is not stored."""
+        import torch
+        from transformers import Qwen3VLForConditionalGeneration
+
+        with torch.device("meta"):
+            model = Qwen3VLForConditionalGeneration(config)
+        return list(tensor_specs(model))
+
+    def preprocessor_config(self) -> dict[str, Any]:
+        """Qwen3-VL's processor with the pixel bounds Qwen3-VL-Embedding's code resizes within."""
+        low, high = QWEN3_VL_EMBEDDING.min_pixels, QWEN3_VL_EMBEDDING.max_pixels
+        return {
+            "do_convert_rgb": True,
+            "do_normalize": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_mean": list(IMAGE_MEAN),
+            "image_processor_type": "Qwen2VLImageProcessor",
+            "image_std": list(IMAGE_STD),
+            "merge_size": self.spatial_merge_size,
+            "patch_size": self.patch_size,
+            "processor_class": self.processor_class,
+            "resample": 3,
+            "rescale_factor": 1 / 255,
+            "size": {"longest_edge": high, "shortest_edge": low},
+            "temporal_patch_size": self.temporal_patch_size,
+        }
+
 
 # The geometries docvec builds, one Qwen3VLGeometry each: its first fields, in order. The 2B and 8B are
 # Qwen3-VL-2B/8B-Instruct's config.json (the embedding models' backbones).
@@ -169,78 +198,3 @@ _GEOMETRIES: dict[str, tuple[Any, ...]] = {
     "qwen3-vl-8b": (4096,  36,    32,   8,  12288,  27,   1152,  16,   4304, (8, 16, 24), 2304),
 }
 # fmt: on
-
-
-def build_qwen3vl_checkpoint(
-    out_dir: Path,
-    vocab_gguf: Path,
-    geometry: Qwen3VLGeometry | None = None,
-    seed: int = 0,
-    dtype: str = "bfloat16",
-    *,
-    cache_dir: Path | None = None,
-) -> Path:
-    """Write a random-weight Qwen3-VL-Embedding checkpoint folder to ``out_dir`` and return ``out_dir``.
-
-    ``geometry`` defaults to :meth:`Qwen3VLGeometry.tiny`; ``dtype`` is ``float32``, ``float16`` or
-    ``bfloat16`` (the default: Qwen3-VL-Embedding is published in it, and it converts to F16 GGUFs
-    unrounded, so parity tests measure llama.cpp's arithmetic). The folder holds config.json,
-    generation_config.json, the weights (one model.safetensors, or shards with an index), tokenizer.json,
-    tokenizer_config.json, special_tokens_map.json and preprocessor_config.json. The same arguments give
-    byte-identical files; ``cache_dir`` keeps the rebuilt tokenizer.
-    """
-    geometry = Qwen3VLGeometry.tiny() if geometry is None else geometry
-    if dtype not in DTYPES:
-        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-    out_dir = Path(out_dir)
-    tokenizer_json = qwen_tokenizer_json(vocab_gguf, QWEN3VL_ADDED_TOKENS, cache_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    import torch
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-
-    config = Qwen3VLConfig(**geometry.hf_config(dtype))
-    config.save_pretrained(out_dir)
-    write_json_atomic(
-        out_dir / "generation_config.json",
-        {
-            "bos_token_id": _ID_ENDOFTEXT,
-            "eos_token_id": [_ID_IM_END, _ID_ENDOFTEXT],
-            "pad_token_id": _ID_ENDOFTEXT,
-        },
-    )
-    write_atomic(out_dir / "tokenizer.json", tokenizer_json.encode("utf-8"))
-    for name, content in tokenizer_files(QWEN3VL_ADDED_TOKENS, "Qwen3VLProcessor").items():
-        write_json_atomic(out_dir / name, content)
-    write_json_atomic(out_dir / "preprocessor_config.json", _preprocessor_config(geometry))
-
-    with torch.device("meta"):
-        model = Qwen3VLForConditionalGeneration(config)
-    # transformers saves Qwen3-VL under its module names (model.language_model.*, model.visual.*); the
-    # tied lm_head is not stored
-    specs = list(tensor_specs(model))
-    del model
-    write_weights(out_dir, specs, seed, getattr(torch, dtype))
-    logger.info("wrote a random %s Qwen3-VL-Embedding checkpoint to %s", dtype, out_dir)
-    return out_dir
-
-
-def _preprocessor_config(geometry: Qwen3VLGeometry) -> dict[str, Any]:
-    # Qwen3-VL's processor with the pixel bounds Qwen3-VL-Embedding's code resizes within
-    low, high = QWEN3_VL_EMBEDDING.min_pixels, QWEN3_VL_EMBEDDING.max_pixels
-    return {
-        "do_convert_rgb": True,
-        "do_normalize": True,
-        "do_rescale": True,
-        "do_resize": True,
-        "image_mean": list(IMAGE_MEAN),
-        "image_processor_type": "Qwen2VLImageProcessor",
-        "image_std": list(IMAGE_STD),
-        "merge_size": geometry.spatial_merge_size,
-        "patch_size": geometry.patch_size,
-        "processor_class": "Qwen3VLProcessor",
-        "resample": 3,
-        "rescale_factor": 1 / 255,
-        "size": {"longest_edge": high, "shortest_edge": low},
-        "temporal_patch_size": geometry.temporal_patch_size,
-    }
