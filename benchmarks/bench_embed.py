@@ -97,48 +97,10 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
                 "tokens": int(st.states.shape[0]),
                 "vec": (pooled / np.linalg.norm(pooled)).tolist(),
             }
-    elif spec["family"] == "qwen3-vl":
-        import torch
-        from tests.reference_qwen3vl import Qwen3VLReference
-
-        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
-        # docvec's default page budget, so that both embed the same tokens
-        from docvec._model._profiles import QWEN3_VL_EMBEDDING
-
-        q3 = Qwen3VLReference(
-            Path(spec["hf"]), dtype=dtype, threads=threads, max_pixels=QWEN3_VL_EMBEDDING.page_pixels
-        )
-        out["load_s"] = time.perf_counter() - t0
-        q3.embed_queries(["warm up"])
-        q3.embed_images([_page(224, 224)])
-        for q in QUERIES:
-            t = time.perf_counter()
-            v = q3.embed_queries([q])
-            out["queries"].append(time.perf_counter() - t)
-        out["query_vec"] = v[0].tolist()
-        for name, w, h in IMAGES:
-            img = _page(w, h)
-            pixels, grid, _ = q3.pixels(img)
-            with torch.inference_mode():
-                t = time.perf_counter()
-                q3._model.get_image_features(pixel_values=pixels.to(dtype), image_grid_thw=grid)
-                vision = time.perf_counter() - t
-            t = time.perf_counter()
-            states, _, _ = q3.image_states(img)
-            total = time.perf_counter() - t
-            pooled = states[-1]
-            out["images"][name] = {
-                "vision_s": vision,
-                "lm_s": max(total - vision, 0.0),
-                "tokens": int(states.shape[0]),
-                "vec": (pooled / np.linalg.norm(pooled)).tolist(),
-            }
     else:
         import torch
-        from tests.reference import ReferenceEmbedder
 
-        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
-        ref = ReferenceEmbedder(Path(spec["hf"]), dtype=dtype, threads=threads)
+        ref, dtype, pixels, pooled_states = _torch_reference(spec)
         out["load_s"] = time.perf_counter() - t0
         ref.embed_queries(["warm up"])
         ref.embed_images([_page(224, 224)])
@@ -147,18 +109,16 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             v = ref.embed_queries([q])
             out["queries"].append(time.perf_counter() - t)
         out["query_vec"] = v[0].tolist()
-        model = ref._model
         for name, w, h in IMAGES:
             img = _page(w, h)
-            pixels, grid = ref._pixels(img)
+            pixel_values, grid = pixels(img)
             with torch.inference_mode():
                 t = time.perf_counter()
-                model.get_image_features(pixel_values=pixels.to(dtype), image_grid_thw=grid)
+                ref._model.get_image_features(pixel_values=pixel_values.to(dtype), image_grid_thw=grid)
                 vision = time.perf_counter() - t
             t = time.perf_counter()
-            states, (a, b) = ref.token_states_image(img)
+            states, pooled = pooled_states(img)
             total = time.perf_counter() - t
-            pooled = states[a : b + 1].mean(0)
             out["images"][name] = {
                 "vision_s": vision,
                 "lm_s": max(total - vision, 0.0),
@@ -167,6 +127,41 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             }
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _torch_reference(spec: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """The family's transformers reference in ``spec["dtype"]``, with its image preprocessing (pixels,
+    grid) and its token states with the official pooling (states, pooled vector)."""
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
+    hf, threads = Path(spec["hf"]), spec["threads"]
+    if spec["family"] == "qwen3-vl":
+        from tests.reference_qwen3vl import Qwen3VLReference
+
+        from docvec._model._profiles import QWEN3_VL_EMBEDDING
+
+        # docvec's default page budget, so that both embed the same tokens
+        q3 = Qwen3VLReference(hf, dtype=dtype, threads=threads, max_pixels=QWEN3_VL_EMBEDDING.page_pixels)
+
+        def q3_pixels(img: Any) -> tuple[Any, Any]:
+            pixel_values, grid, _ = q3.pixels(img)
+            return pixel_values, grid
+
+        def q3_states(img: Any) -> tuple[Any, Any]:
+            states, _, _ = q3.image_states(img)
+            return states, states[-1]  # last-token pooling
+
+        return q3, dtype, q3_pixels, q3_states
+    from tests.reference import ReferenceEmbedder
+
+    ref = ReferenceEmbedder(hf, dtype=dtype, threads=threads)
+
+    def mean_states(img: Any) -> tuple[Any, Any]:
+        states, (a, b) = ref.token_states_image(img)
+        return states, states[a : b + 1].mean(0)  # mean over the image span
+
+    return ref, dtype, ref._pixels, mean_states
 
 
 def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
@@ -311,17 +306,17 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
         f"\n{family}, {geometry} geometry, {args.threads} threads; seconds (median of "
         f"{len(QUERIES)} queries; one run per image), peak RSS; x = time relative to {default}\n"
     )
-    head = f"{'engine':<14}{'query s':>10}"
+    head = f"{'engine':<19}{'query s':>10}"
     for n, _, _ in IMAGES:
         head += f"{n + ' (vision+LM) s':>40}"
     print(head + f"{'peak RSS MB':>14}")
     base = results.get(default, {})
     for name, r in results.items():
         if "error" in r:
-            print(f"{name:<14} failed: {r['error']}")
+            print(f"{name:<19} failed: {r['error']}")
             continue
         q = statistics.median(r["queries"])
-        row = f"{name:<14}{q:>10.4f}"
+        row = f"{name:<19}{q:>10.4f}"
         if "queries" in base:
             row += f" ({q / statistics.median(base['queries']):.2f}x)"
         for n, _, _ in IMAGES:
@@ -353,7 +348,7 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
                 _cos(r["images"][n]["vec"], ref["images"][n]["vec"]) for n, _, _ in IMAGES
             ]
             print(
-                f"  {name:<14} query {cs[0]:.7f}  "
+                f"  {name:<19} query {cs[0]:.7f}  "
                 + "  ".join(f"{n} {c:.7f}" for (n, _, _), c in zip(IMAGES, cs[1:], strict=True))
             )
 
