@@ -34,24 +34,19 @@ def _docvec(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
-def test_embed_json_matches_the_library(tiny_dir: Path, embedder: Embedder, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("model", "library"), [("tiny_dir", "embedder"), ("qwen3vl_dir", "qwen3vl_embedder")]
+)
+def test_embed_json_matches_the_library(
+    model: str, library: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`docvec embed --model OUT ... --json` gives the library's vectors, on both families' tiny models."""
+    model_dir: Path = request.getfixturevalue(model)
+    embedder: Embedder = request.getfixturevalue(library)
     img = tmp_path / "page.png"
-    page_image(300, 420).save(img)
-    r = runner.invoke(
-        app,
-        [
-            "embed",
-            "--model",
-            str(tiny_dir),
-            "-q",
-            "invoice total",
-            "-p",
-            "a passage",
-            "-i",
-            str(img),
-            "--json",
-        ],
-    )
+    page_image(300, 420).save(img)  # under both families' page budgets: the fixtures' tokens
+    args = ["embed", "--model", str(model_dir), "-q", "invoice total", "-p", "a passage", "-i", str(img)]
+    r = runner.invoke(app, [*args, "--json"])
     assert r.exit_code == 0, r.output
     rows = TypeAdapter(list[EmbeddingRecord]).validate_json(r.stdout)
     assert [(x.kind, x.input) for x in rows] == [
@@ -60,6 +55,7 @@ def test_embed_json_matches_the_library(tiny_dir: Path, embedder: Embedder, tmp_
         ("image", str(img)),
     ]
     np.testing.assert_allclose(rows[0].vector, embedder.embed_queries(["invoice total"])[0], atol=1e-6)
+    np.testing.assert_allclose(rows[1].vector, embedder.embed_passages(["a passage"])[0], atol=1e-6)
     np.testing.assert_allclose(rows[2].vector, embedder.embed_images([img])[0], atol=1e-6)
 
 

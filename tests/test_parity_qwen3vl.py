@@ -7,20 +7,14 @@ Bar: pooled cosine >= 0.99999 for queries, passages and six page shapes, with th
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from pydantic import TypeAdapter
-from typer.testing import CliRunner
 
 from docvec import Embedder, EmbedSettings, ModelError, ModelFiles
-from docvec._cli import app
 from docvec._model._native import MtmdContext, PromptChunk
 from docvec._model._profiles import QWEN3_VL_EMBEDDING
-from docvec._records import EmbeddingRecord
 
-from .helpers import SHAPES, TEXTS, page_image, report, shape_image
+from .helpers import SHAPES, TEXTS, report, shape_image
 from .reference_qwen3vl import QUERY_INSTRUCTION, Qwen3VLReference
 
 BAR = 0.99999
@@ -144,26 +138,3 @@ def test_multivector_is_refused_with_a_clear_error(qwen3vl_embedder: Embedder) -
     assert not qwen3vl_embedder.has_multivector
     with pytest.raises(ModelError, match="qwen3-vl-embedding has no multi-vector head"):
         qwen3vl_embedder.embed_queries_multi(["a query"])
-
-
-def test_embed_command_on_the_tiny_model(
-    qwen3vl_dir: Path, qwen3vl_embedder: Embedder, tmp_path: Path
-) -> None:
-    """`docvec embed --model OUT ... --json` works on it as on jina-v4's tiny model."""
-    img = tmp_path / "page.png"
-    page_image(300, 420).save(img)  # under both page budgets: the same tokens as the fixture's
-    args = ["embed", "--model", str(qwen3vl_dir), "-q", "invoice total", "-p", "a passage", "-i", str(img)]
-    r = CliRunner().invoke(app, [*args, "--json"])
-    assert r.exit_code == 0, r.output
-    rows = TypeAdapter(list[EmbeddingRecord]).validate_json(r.stdout)
-    assert [(x.kind, x.input) for x in rows] == [
-        ("query", "invoice total"),
-        ("passage", "a passage"),
-        ("image", str(img)),
-    ]
-    np.testing.assert_allclose(
-        rows[0].vector, qwen3vl_embedder.embed_queries(["invoice total"])[0], atol=1e-6
-    )
-    np.testing.assert_allclose(rows[1].vector, qwen3vl_embedder.embed_passages(["a passage"])[0], atol=1e-6)
-    np.testing.assert_allclose(rows[2].vector, qwen3vl_embedder.embed_images([img])[0], atol=1e-6)
-    assert len(rows[0].vector) == 64
