@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from docvec import ConfigError
+from docvec import ConfigError, ToolError
 from docvec._model._head import KEYS as HEAD_KEYS
 from docvec._tools._qwen_tokenizer import VOCAB_SIZE
 from docvec._tools._tiny_checkpoint import build_checkpoint
@@ -322,3 +322,37 @@ def test_a_q8_0_vision_encoder_loads_and_stays_close(
         cos = np.sum(q8.embed_images(images) * ref.embed_images(images), axis=1)
     report(f"{model}: Q8_0 mmproj against F16, pooled cosine (min of six shapes)", float(cos.min()))
     assert cos.min() > 0.999
+
+
+@pytest.mark.parametrize("model", ["tiny_dir", "qwen3vl_dir"])
+def test_a_published_bf16_mmproj_quantizes_as_the_converter_would(
+    model: str, request: pytest.FixtureRequest, llama_source: LlamaCppSource, tmp_path: Path
+) -> None:
+    """`pull --mmproj q8_0` quantizes the published BF16 mmproj (jina-v4 ships no other): the file equals
+    the converter's own --outtype q8_0 conversion of the bfloat16 checkpoint, byte for byte. A language
+    model or an mmproj already quantized is refused, naming the file."""
+    from docvec._tools._convert import _converter_view, _run_converter
+    from docvec._tools._mmproj_quant import quantize_mmproj
+
+    hf = request.getfixturevalue(model) / "hf"
+    with _converter_view(hf, tmp_path) as view:
+        bf16 = _run_converter(llama_source, view, tmp_path / "mmproj-BF16.gguf", "bf16", mmproj=True).path
+        want = _run_converter(llama_source, view, tmp_path / "mmproj-Q8_0.gguf", "q8_0", mmproj=True).path
+        f16 = _run_converter(llama_source, view, tmp_path / "mmproj-F16.gguf", "f16", mmproj=True).path
+    got = quantize_mmproj(bf16, tmp_path / "out" / "mmproj-requantized-Q8_0.gguf")
+    assert got.read_bytes() == want.read_bytes()
+    # from F16, the tensor types are the converter's too (its patch embedding is F16 there, F32 in Q8_0)
+    from gguf import GGUFReader
+
+    def types(path: Path) -> dict[str, str]:
+        return {t.name: t.tensor_type.name for t in GGUFReader(path).tensors}
+
+    assert types(f16)["v.patch_embd.weight"] == "F16"
+    assert types(quantize_mmproj(f16, tmp_path / "from-f16.gguf")) == types(want)
+    assert sorted(p.name for p in got.parent.iterdir()) == [got.name]  # no part file left
+    with pytest.raises(ToolError, match=r"mmproj-Q8_0.gguf: only an F16 or BF16 mmproj .* Q8_0"):
+        quantize_mmproj(want, tmp_path / "again.gguf")
+    lm = next(request.getfixturevalue(model).glob("tiny-*-F16.gguf"))
+    with pytest.raises(ToolError, match=f"{lm.name}: not a vision encoder"):
+        quantize_mmproj(lm, tmp_path / "lm.gguf")
+    assert not (tmp_path / "again.gguf").exists() and not (tmp_path / "lm.gguf").exists()
