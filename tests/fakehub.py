@@ -95,6 +95,7 @@ def fake_gguf(tag: str) -> bytes:
 
 LM_Q4 = MODEL.lm_files["Q4_K_M"]
 LM_DEFAULT = MODEL.lm_files[MODEL.default_quant]
+assert MODEL.mmproj_file is not None  # jina-v4 publishes its mmproj
 MMPROJ = MODEL.mmproj_file
 
 

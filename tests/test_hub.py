@@ -114,12 +114,32 @@ def test_licence_notice_says_non_commercial() -> None:
 
 
 def test_pull_returns_cached_paths_with_content(tmp_path: Path) -> None:
-    paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
-    files = pulling.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path, head=False)
-    assert files.language_model == paths[LM_Q4]
+    paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_DEFAULT: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
+    files = pulling.pull("jina-v4", cache_dir=tmp_path, head=False)
+    assert files.language_model == paths[LM_DEFAULT]
     assert files.mmproj == paths[MMPROJ]
     assert files.language_model.read_bytes() == fake_gguf("lm")
     assert files.mmproj.read_bytes() == fake_gguf("mmproj")
+
+
+def test_another_quant_is_a_model_folder_of_its_own(tmp_path: Path) -> None:
+    """The registry name opens the default quantization; another one comes back as a folder (the cached
+    files linked in, not copied) that a model setting can name, made once."""
+    paths = fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
+    docvec_cache = tmp_path / "docvec"
+    files = pulling.pull(
+        "jina-v4", quant="Q4_K_M", cache_dir=tmp_path, head=False, docvec_cache_dir=docvec_cache
+    )
+    commit = paths[LM_Q4].parent.name
+    folder = docvec_cache / "models" / "jina-v4" / commit / "Q4_K_M"
+    assert files == registry.ModelFiles(folder / LM_Q4, folder / MMPROJ)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([LM_Q4, MMPROJ])
+    assert files.language_model.samefile(paths[LM_Q4]) and files.mmproj.samefile(paths[MMPROJ])
+    assert not list(folder.parent.glob(".*"))  # no part folder left
+    assert (
+        pulling.pull("jina-v4", quant="q4_k_m", cache_dir=tmp_path, head=False, docvec_cache_dir=docvec_cache)
+        == files
+    )
 
 
 def test_pull_default_quant_picks_default_file(tmp_path: Path) -> None:
@@ -130,9 +150,10 @@ def test_pull_default_quant_picks_default_file(tmp_path: Path) -> None:
 
 
 def test_pull_quant_is_case_insensitive(tmp_path: Path) -> None:
-    fill_cache(tmp_path, MODEL.lm_repo, {LM_Q4: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
+    fill_cache(tmp_path, MODEL.lm_repo, {LM_DEFAULT: fake_gguf("lm"), MMPROJ: fake_gguf("mmproj")})
     assert (
-        pulling.pull("jina-v4", quant="q4_k_m", cache_dir=tmp_path, head=False).language_model.name == LM_Q4
+        pulling.pull("jina-v4", quant="q8_0", cache_dir=tmp_path, head=False).language_model.name
+        == LM_DEFAULT
     )
 
 
@@ -170,14 +191,14 @@ def test_pull_passes_arguments_to_huggingface_hub(tmp_path: Path, monkeypatch: p
         return str(tmp_path / kwargs["filename"])
 
     monkeypatch.setattr(pulling, "hf_hub_download", fake_download)
-    files = pulling.pull("jina-v4", quant="F16", cache_dir=tmp_path, token="hf_secret", head=False)
-    assert [c["filename"] for c in calls] == [MODEL.lm_files["F16"], MMPROJ]
+    files = pulling.pull("jina-v4", cache_dir=tmp_path, token="hf_secret", head=False)
+    assert [c["filename"] for c in calls] == [LM_DEFAULT, MMPROJ]
     for c in calls:
         assert c["repo_id"] == MODEL.lm_repo
         assert c["revision"] == "main"
         assert c["cache_dir"] == tmp_path
         assert c["token"] == "hf_secret"
-    assert files == registry.ModelFiles(tmp_path / MODEL.lm_files["F16"], tmp_path / MMPROJ)
+    assert files == registry.ModelFiles(tmp_path / LM_DEFAULT, tmp_path / MMPROJ)
 
 
 # --- errors from huggingface_hub become ToolError -----------------------------------------------------
@@ -567,3 +588,40 @@ def test_cli_pull_gets_and_shows_the_head(fake_hub: FakeHub, tmp_path: Path) -> 
     assert r.exit_code == 0, r.output
     assert "head " not in r.stdout
     assert fake_hub.asked_of(HEAD_REPO) == []
+
+
+def test_cli_pull_with_a_q8_0_vision_encoder(tmp_path: Path, tiny_bf16: registry.ModelFiles) -> None:
+    """`docvec models pull jina-v4 --mmproj q8_0`: Jina publishes only a BF16 mmproj, so docvec quantizes
+    it (as the converter would) into a model folder beside the linked language model, and says to use
+    that folder, which then embeds."""
+    from gguf import GGUFReader
+    from typer.testing import CliRunner
+
+    from docvec._cli import app
+
+    paths = fill_cache(
+        tmp_path / "hf",
+        MODEL.lm_repo,
+        {LM_DEFAULT: tiny_bf16.language_model.read_bytes(), MMPROJ: tiny_bf16.mmproj.read_bytes()},
+    )
+    env = {"DOCVEC_CACHE_DIR": str(tmp_path / "docvec"), "COLUMNS": "300"}
+    args = ["models", "pull", "jina-v4", "--mmproj", "q8_0", "--no-head", "--hf-cache", str(tmp_path / "hf")]
+    r = CliRunner().invoke(app, args, env=env)
+    assert r.exit_code == 0, r.output
+    folder = tmp_path / "docvec" / "models" / "jina-v4" / paths[LM_DEFAULT].parent.name / "Q8_0-mmproj-Q8_0"
+    assert f"DOCVEC_MODEL={folder} " in r.output
+    mmproj = folder / "mmproj-jina-embeddings-v4-retrieval-Q8_0.gguf"
+    assert "Q8_0" in {t.tensor_type.name for t in GGUFReader(mmproj).tensors}
+    assert (folder / LM_DEFAULT).samefile(paths[LM_DEFAULT])
+    embedded = CliRunner().invoke(
+        app, ["embed", "--model", str(folder), "-i", str(_page(tmp_path)), "--json"], env=env
+    )
+    assert embedded.exit_code == 0, embedded.output
+
+
+def _page(tmp_path: Path) -> Path:
+    from PIL import Image
+
+    path = tmp_path / "page.png"
+    Image.new("RGB", (280, 280), (200, 180, 90)).save(path)
+    return path

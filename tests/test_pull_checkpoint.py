@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from docvec import Embedder, EmbedSettings, ModelFiles, ToolError
+from docvec import Embedder, EmbedSettings, ModelFiles, ModelNotFoundError, ToolError
 from docvec._cli import app
 from docvec._model import _registry as registry
 from docvec._tools import _convert
@@ -34,6 +34,7 @@ def test_the_registry_names_both_sizes_with_their_licence() -> None:
         assert m.checkpoint_repo == m.lm_repo == f"Qwen/Qwen3-VL-Embedding-{name[-2:].upper()}"
         assert (m.licence_id, m.default_quant) == ("Apache-2.0", "Q8_0")
         assert "Apache-2.0" in registry.licence_notice(name)
+        assert set(m.conversions) == set(m.lm_files) and m.mmproj_file is None  # converted here
     assert MODEL.revision == "9f2f7e710d6d81056aa5c0a4f04764fec6bb7bda"  # pinned (the registry says whence)
 
 
@@ -106,9 +107,16 @@ def test_cli_pull_of_another_type_shows_the_licence(hf_cache: Path, docvec_cache
     )
     assert r.exit_code == 0, r.output
     assert "Apache-2.0" in r.output
-    assert f"DOCVEC_MODEL={NAME}" in r.output
     root = docvec_cache / "models" / NAME / MODEL.revision
     assert (root / f"{NAME}-F16.gguf").is_file() and (root / f"mmproj-{NAME}-F16.gguf").is_file()
+    # not what the name opens (Q8_0): the folder made for it is what the user is told to use, and it opens
+    assert f"DOCVEC_MODEL={root / 'F16'} " in r.output
+    embedded = CliRunner().invoke(
+        app,
+        ["embed", "--model", str(root / "F16"), "-q", "total", "--json"],
+        env={"DOCVEC_CACHE_DIR": str(docvec_cache)},
+    )
+    assert embedded.exit_code == 0, embedded.output
     # what a user chooses by: licence, sizes, page budget, published scores with their source, here or not
     listed = CliRunner().invoke(
         app, ["models", "list"], env={"DOCVEC_CACHE_DIR": str(docvec_cache), "COLUMNS": "250"}
@@ -122,3 +130,28 @@ def test_cli_pull_of_another_type_shows_the_licence(hf_cache: Path, docvec_cache
     jina = listed.stdout.split("jina-v4")[1].split(NAME)[0]
     assert "CC-BY-NC-4.0" in jina and "84.1" in jina and "768 tokens" in jina
     assert "https://huggingface.co/Qwen/Qwen3-VL-Embedding-2B" in " ".join(listed.stdout.split())
+
+
+def test_pull_with_a_q8_0_vision_encoder(
+    hf_cache: Path, docvec_cache: Path, qwen3vl_files: ModelFiles
+) -> None:
+    """`pull --mmproj q8_0`: the conversion's vision encoder quantized into a model folder of its own, the
+    default conversion left as it was; its page vectors stay close to the F16 mmproj's."""
+    from gguf import GGUFReader
+
+    default = pull(NAME, cache_dir=hf_cache, docvec_cache_dir=docvec_cache, threads=2)
+    files = pull(NAME, mmproj="q8_0", cache_dir=hf_cache, docvec_cache_dir=docvec_cache, threads=2)
+    folder = docvec_cache / "models" / NAME / MODEL.revision / "Q8_0-mmproj-Q8_0"
+    assert files.language_model == folder / default.language_model.name
+    assert files.language_model.samefile(default.language_model)
+    assert files.mmproj.parent == folder and files.mmproj.name.endswith("-Q8_0.gguf")
+    assert "Q8_0" in {t.tensor_type.name for t in GGUFReader(files.mmproj).tensors}
+    assert registry.find_registered(NAME, cache_dir=docvec_cache) == default  # the name still opens this
+    from PIL import Image
+
+    img = [Image.fromarray(np.full((320, 320, 3), 90, np.uint8))]
+    settings = EmbedSettings(threads=2)
+    with Embedder(files, settings) as q8, Embedder(default, settings) as ref:
+        assert float(q8.embed_images(img)[0] @ ref.embed_images(img)[0]) > 0.999
+    with pytest.raises(ModelNotFoundError, match="no vision-encoder type 'Q4_K_M': choose Q8_0"):
+        pull(NAME, mmproj="Q4_K_M", cache_dir=hf_cache, docvec_cache_dir=docvec_cache)

@@ -189,6 +189,13 @@ def models_pull(
         str | None,
         typer.Option(help="Language model quantization (default Q8_0; `models list` shows each's)."),
     ] = None,
+    mmproj: Annotated[
+        str | None,
+        typer.Option(
+            help="Vision encoder type: Q8_0 quantizes the published one (BF16 or F16) here, into a model "
+            "folder of its own; default: the published one."
+        ),
+    ] = None,
     hf_cache: Annotated[Path | None, typer.Option(help="Hugging Face cache (default: HF_HOME's).")] = None,
     head: Annotated[
         bool,
@@ -222,6 +229,7 @@ def models_pull(
         files = pull(
             name,
             quant=quant,
+            mmproj=mmproj,
             cache_dir=hf_cache,
             head=head,
             docvec_cache_dir=s.cache_dir,
@@ -230,7 +238,13 @@ def models_pull(
     out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
     if files.head is not None:
         out.print(f"head        {files.head}")
-    out.print(f"use it with: DOCVEC_MODEL={name} (or --model {name})", highlight=False)
+    if quant is None and mmproj is None:
+        out.print(f"use it with: DOCVEC_MODEL={name} (or --model {name})", highlight=False)
+    else:  # not what the name opens: the model folder pull made for it
+        folder = files.language_model.parent
+        out.print(
+            f"use it with: DOCVEC_MODEL={folder} (or --model {folder})", highlight=False, soft_wrap=True
+        )
 
 
 @models_app.command("list")

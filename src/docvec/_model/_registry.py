@@ -36,6 +36,7 @@ __all__ = [
     "TINY_ARCH",
     "TINY_ARCHES",
     "TINY_NAME",
+    "Conversion",
     "RegistryModel",
     "cached_head",
     "find_cached",
@@ -43,9 +44,10 @@ __all__ = [
     "find_registered",
     "find_tiny_model",
     "get_model",
-    "head_root",
     "licence_notice",
     "lm_file",
+    "model_root",
+    "quant_key",
     "ref_file",
     "registry_names",
     "tiny_arch",
@@ -54,6 +56,17 @@ __all__ = [
 ]
 
 logger = logging.getLogger("docvec")
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """How ``docvec models pull`` makes one quantization of a model published as a checkpoint only."""
+
+    #: the converter's ``--outtype`` (``"f16"``, ``"bf16"``); ``None``: BF16 where the CPU has bf16
+    #: arithmetic, else F16 (``docvec models convert``'s default)
+    outtype: str | None
+    #: llama.cpp's quantizer type applied to that conversion's language model, or ``None``
+    quantize: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,8 +86,9 @@ class RegistryModel:
     default_quant: str
     #: Hugging Face repository holding the vision encoder.
     mmproj_repo: str
-    #: File name of the vision encoder in ``mmproj_repo``.
-    mmproj_file: str
+    #: File name of the vision encoder in ``mmproj_repo``; ``None`` for a model converted here (its mmproj
+    #: is the one the conversion writes beside the language model).
+    mmproj_file: str | None
     #: SPDX identifier of the licence.
     licence_id: str
     licence_url: str
@@ -98,9 +112,11 @@ class RegistryModel:
     #: ``None``: ``lm_repo`` and ``mmproj_repo`` publish the GGUFs. Otherwise the model is published as a
     #: safetensors checkpoint only, in this repository: ``pull`` downloads it (at ``revision``) and converts
     #: it with the pinned converter into docvec's cache, ``<cache>/models/<name>/<commit>/``, where
-    #: ``lm_files`` name the language model of each quantization (relative to that folder) and its mmproj
-    #: lies beside it.
+    #: ``lm_files`` name the language model of each quantization (relative to that folder; the converter's
+    #: names for the ``conversions`` of the same key) and its mmproj lies beside it.
     checkpoint_repo: str | None = None
+    #: quantization -> how it is converted, for a ``checkpoint_repo`` model (the keys of ``lm_files``)
+    conversions: Mapping[str, Conversion] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     #: which size of its family it is, where the profile's published scores differ by size
     size: str | None = None
 
@@ -248,9 +264,13 @@ def _qwen3_vl_embedding(size: str, revision: str, width: int) -> RegistryModel:
         lm_files=MappingProxyType(
             {"Q8_0": f"Q8_0/{base}-Q8_0.gguf", "BF16": f"{base}-BF16.gguf", "F16": f"{base}-F16.gguf"}
         ),
+        # Q8_0 is quantized from the CPU's float type (its mmproj stays in that type)
+        conversions=MappingProxyType(
+            {"Q8_0": Conversion(None, "Q8_0"), "BF16": Conversion("bf16"), "F16": Conversion("f16")}
+        ),
         default_quant="Q8_0",
         mmproj_repo=repo,
-        mmproj_file=f"mmproj-{base}-<type>.gguf",  # BF16 where the CPU has bf16 arithmetic, else F16
+        mmproj_file=None,
         licence_id="Apache-2.0",
         licence_url="https://www.apache.org/licenses/LICENSE-2.0",
         licence_text=_QWEN3_VL_LICENCE,
@@ -321,13 +341,14 @@ def find_cached(
     if model.checkpoint_repo is not None:
         return find_converted(model, lm_name, docvec_cache_dir or default_cache_dir())
     lm_path = _cached(model.lm_repo, lm_name, model.revision, cache_dir)
+    assert model.mmproj_file is not None  # a published GGUF pair
     mmproj_path = _cached(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir)
     if lm_path is None or mmproj_path is None:
         return None
     head_path = None
     if model.head_repo is not None:
         head_path = cached_head(
-            head_root(model, docvec_cache_dir or default_cache_dir()), model.head_revision
+            model_root(model, docvec_cache_dir or default_cache_dir()), model.head_revision
         )
     return ModelFiles(language_model=lm_path, mmproj=mmproj_path, head=head_path)
 
@@ -347,18 +368,26 @@ def find_registered(name: str, *, cache_dir: Path | None = None) -> ModelFiles |
     return find_cached(name, docvec_cache_dir=cache_dir)
 
 
-def lm_file(model: RegistryModel, quant: str | None) -> str:
-    """The language-model file name of ``model`` at ``quant`` (its default when ``None``)."""
+def quant_key(model: RegistryModel, quant: str | None) -> str:
+    """``quant`` as ``model``'s registry spells it (case-insensitive; its default when ``None``).
+
+    Raises:
+        ModelNotFoundError: ``model`` has no such quantization; the message lists them.
+    """
     if quant is None:
-        return model.lm_files[model.default_quant]
+        return model.default_quant
     wanted = quant.strip().upper()
-    try:
-        return model.lm_files[wanted]
-    except KeyError:
+    if wanted not in model.lm_files:
         raise ModelNotFoundError(
             f"{model.name} has no quantization {quant!r}: choose one of {', '.join(model.quants)}"
             f" (default {model.default_quant})"
-        ) from None
+        )
+    return wanted
+
+
+def lm_file(model: RegistryModel, quant: str | None) -> str:
+    """The language-model file name of ``model`` at ``quant`` (its default when ``None``)."""
+    return model.lm_files[quant_key(model, quant)]
 
 
 def _cached(repo_id: str, filename: str, revision: str, cache_dir: Path | None) -> Path | None:
@@ -379,19 +408,23 @@ def _cached(repo_id: str, filename: str, revision: str, cache_dir: Path | None) 
 def find_converted(model: RegistryModel, lm_name: str, docvec_cache_dir: Path) -> ModelFiles | None:
     """The files of checkpoint model ``model`` that the last pull of its revision converted, with the
     language model ``lm_name`` and the one mmproj beside it; ``None`` when there are none. Disk only."""
-    commit = _ref_commit(head_root(model, docvec_cache_dir), model.revision)
+    commit = _ref_commit(model_root(model, docvec_cache_dir), model.revision)
     if commit is None:
         return None
-    lm = head_root(model, docvec_cache_dir) / commit / lm_name
+    lm = model_root(model, docvec_cache_dir) / commit / lm_name
     mmprojs = sorted(lm.parent.glob("mmproj-*.gguf"))
+    if len(mmprojs) > 1:  # conversions to two float types in one folder: the one converted with it
+        mmprojs = [p for p in mmprojs if p.name == f"mmproj-{lm.name}"]
     if not lm.is_file() or len(mmprojs) != 1:
         return None
     return ModelFiles(language_model=lm, mmproj=mmprojs[0])
 
 
-def head_root(model: RegistryModel, docvec_cache_dir: Path) -> Path:
-    """The folder of ``model``'s heads in docvec's cache: ``<commit>/multivector-head.gguf`` and
-    ``refs/<revision>`` (the commit the revision resolved to at the last pull)."""
+def model_root(model: RegistryModel, docvec_cache_dir: Path) -> Path:
+    """``model``'s folder in docvec's cache: ``refs/<revision>`` (the commit the revision resolved to at the
+    last pull) and, under ``<commit>/``, what docvec made of that commit: the multi-vector head
+    (``multivector-head.gguf``) or the conversion of a checkpoint, and the model folders of other
+    quantizations (``docvec models pull --quant``, ``--mmproj``)."""
     return docvec_cache_dir / "models" / model.name
 
 

@@ -21,6 +21,7 @@ import logging
 import os
 import posixpath
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,11 +49,19 @@ from huggingface_hub.utils import (  # type: ignore[attr-defined]
 )
 
 from .._config import default_cache_dir
-from .._errors import CheckpointError, ToolError
+from .._errors import CheckpointError, ModelNotFoundError, ToolError
 from .._model._files import ModelFiles
 from .._model._head import FILE_NAME as HEAD_FILE_NAME
 from .._model._head import write_head
-from .._model._registry import RegistryModel, cached_head, get_model, head_root, lm_file, ref_file
+from .._model._registry import (
+    RegistryModel,
+    cached_head,
+    get_model,
+    lm_file,
+    model_root,
+    quant_key,
+    ref_file,
+)
 from ._safetensors import (
     PROJECTOR,
     Header,
@@ -64,15 +73,20 @@ from ._safetensors import (
     read_weight_map,
 )
 
-__all__ = ["pull"]
+__all__ = ["MMPROJ_TYPES", "pull"]
 
 logger = logging.getLogger("docvec")
+
+
+#: the vision-encoder types ``pull`` offers beside the published (or converted) one
+MMPROJ_TYPES = ("Q8_0",)
 
 
 def pull(
     name: str,
     *,
     quant: str | None = None,
+    mmproj: str | None = None,
     cache_dir: Path | None = None,
     token: str | None = None,
     head: bool = True,
@@ -87,6 +101,11 @@ def pull(
     pinned llama.cpp converter into docvec's cache folder, under the commit its revision resolved to; the
     conversion is done once per commit and quantization (``threads`` for the quantizer).
 
+    Anything but the default quantization and vision encoder is returned as a model folder of its own in
+    docvec's cache, ``<cache>/models/<name>/<commit>/<quant>[-mmproj-<type>]/`` (the files linked in, the
+    quantized mmproj written there), which a model setting can name; ``mmproj="Q8_0"`` quantizes the
+    vision encoder (:func:`docvec._tools._mmproj_quant.quantize_mmproj`).
+
     Files already in the cache are reused after a cheap freshness check, partial downloads are resumed, and
     with ``HF_HUB_OFFLINE=1`` the cache alone is used. ``cache_dir`` is passed to huggingface_hub as its
     cache folder (default: ``HF_HUB_CACHE``, normally ``~/.cache/huggingface/hub``); ``token`` is a
@@ -99,6 +118,7 @@ def pull(
         name: a registry name (see :func:`docvec._model._registry.registry_names`).
         quant: a quantization of the language model (e.g. ``"Q4_K_M"``, case-insensitive); default the
             model's ``default_quant``.
+        mmproj: ``"Q8_0"`` for a Q8_0 vision encoder (case-insensitive); default the published type.
         cache_dir: Hugging Face cache folder to use instead of the default.
         token: Hugging Face access token.
         head: also get the multi-vector head (when the model has one).
@@ -108,23 +128,94 @@ def pull(
         The local paths of the files; ``head`` is ``None`` when it was not asked for or the model has none.
 
     Raises:
-        ModelNotFoundError: unknown ``name`` or ``quant``.
+        ModelNotFoundError: unknown ``name``, ``quant`` or ``mmproj``.
         ToolError: a download failed (offline, no access, file missing on the Hub, disk error, ...), or the
             head could not be built; the GGUFs are in place by then, and the message says so.
     """
     model = get_model(name)
-    lm_name = lm_file(model, quant)
+    key = quant_key(model, quant)
+    mm_type = _mmproj_type(model, mmproj)
+    docvec_cache_dir = docvec_cache_dir or default_cache_dir()
     if model.checkpoint_repo is not None:
-        return _pull_checkpoint(
-            model, lm_name, cache_dir, token, docvec_cache_dir or default_cache_dir(), threads=threads
+        files, commit = _pull_checkpoint(model, key, cache_dir, token, docvec_cache_dir, threads=threads)
+    else:
+        assert model.mmproj_file is not None  # a published GGUF pair
+        lm_name = lm_file(model, key)
+        logger.info("pulling %s: %s and %s", model.name, lm_name, model.mmproj_file)
+        lm_path = _download(model.lm_repo, lm_name, model.revision, cache_dir, token)
+        mmproj_path = _download(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir, token)
+        head_path = None
+        if head and model.head_repo is not None:
+            head_path = _pull_head(model, cache_dir, docvec_cache_dir, token)
+        files = ModelFiles(language_model=lm_path, mmproj=mmproj_path, head=head_path)
+        commit = lm_path.parent.name  # the HF cache's snapshots/<commit>/
+    if key == model.default_quant and mm_type is None:
+        return files  # what the registry name opens
+    label = key if mm_type is None else f"{key}-mmproj-{mm_type}"
+    return _model_folder(files, model_root(model, docvec_cache_dir) / commit / label, mm_type)
+
+
+def _mmproj_type(model: RegistryModel, mmproj: str | None) -> str | None:
+    if mmproj is None:
+        return None
+    wanted = mmproj.strip().upper()
+    if wanted not in MMPROJ_TYPES:
+        raise ModelNotFoundError(
+            f"{model.name} has no vision-encoder type {mmproj!r}: choose {', '.join(MMPROJ_TYPES)} "
+            "(or leave it out for the published one)"
         )
-    logger.info("pulling %s: %s and %s", model.name, lm_name, model.mmproj_file)
-    lm_path = _download(model.lm_repo, lm_name, model.revision, cache_dir, token)
-    mmproj_path = _download(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir, token)
-    head_path = None
-    if head and model.head_repo is not None:
-        head_path = _pull_head(model, cache_dir, docvec_cache_dir or default_cache_dir(), token)
-    return ModelFiles(language_model=lm_path, mmproj=mmproj_path, head=head_path)
+    return wanted
+
+
+def _model_folder(files: ModelFiles, folder: Path, mmproj_type: str | None) -> ModelFiles:
+    """A model folder holding ``files`` (linked in) and, for ``mmproj_type``, the vision encoder quantized
+    to it; made once (in a ``.part`` folder renamed when complete), found afterwards."""
+    from ._mmproj_quant import quantize_mmproj
+
+    mm_name = files.mmproj.name
+    if mmproj_type is not None:
+        stem = re.sub(r"-(F16|BF16|F32)$", "", files.mmproj.stem, flags=re.IGNORECASE)
+        mm_name = f"{stem}-{mmproj_type}.gguf"
+    made = ModelFiles(
+        folder / files.language_model.name,
+        folder / mm_name,
+        None if files.head is None else folder / HEAD_FILE_NAME,
+    )
+    if all(p is None or p.is_file() for p in (made.language_model, made.mmproj, made.head)):
+        return made
+    part = folder.with_name(f".{folder.name}.part")
+    try:
+        if part.exists():
+            shutil.rmtree(part)
+        part.mkdir(parents=True)
+        _link_in(files.language_model, part / made.language_model.name)
+        if files.head is not None:
+            _link_in(files.head, part / HEAD_FILE_NAME)
+        if mmproj_type is None:
+            _link_in(files.mmproj, part / mm_name)
+        else:
+            logger.info("quantizing the vision encoder %s to %s", files.mmproj.name, mmproj_type)
+            quantize_mmproj(files.mmproj, part / mm_name)
+        if folder.exists():
+            shutil.rmtree(folder)  # an older, incomplete one
+        part.rename(folder)
+    except OSError as exc:
+        shutil.rmtree(part, ignore_errors=True)
+        raise ToolError(
+            f"could not make the model folder {folder}: {exc}. Check free disk space and that docvec's "
+            "cache folder (DOCVEC_CACHE_DIR) is writable."
+        ) from exc
+    return made
+
+
+def _link_in(src: Path, dst: Path) -> None:
+    """``dst`` as a hard link to the file behind ``src`` (a Hugging Face cache entry is a symlink to its
+    blob), or a symbolic link across file systems: never a copy of gigabytes."""
+    target = src.resolve()
+    try:
+        os.link(target, dst)
+    except OSError:
+        dst.symlink_to(target)
 
 
 #: what the converter reads of a checkpoint (the weights are found from the index, or model.safetensors)
@@ -134,19 +225,21 @@ _INDEX = "model.safetensors.index.json"
 
 def _pull_checkpoint(
     model: RegistryModel,
-    lm_name: str,
+    key: str,
     cache_dir: Path | None,
     token: str | None,
     docvec_cache_dir: Path,
     *,
     threads: int | None,
-) -> ModelFiles:
+) -> tuple[ModelFiles, str]:
+    """The converted files of ``model`` at quantization ``key``, and the commit they were converted from."""
     from .._model._registry import find_converted
     from ._convert import convert_checkpoint, default_outtype
     from ._toolchain import LlamaCppSource
 
     assert model.checkpoint_repo is not None
     repo, rev = model.checkpoint_repo, model.revision
+    lm_name, conversion = model.lm_files[key], model.conversions[key]
     advice = _Advice(
         otherwise=f"or convert a copy of {repo} yourself: `docvec models convert HF_DIR OUT_DIR`, then set "
         "DOCVEC_MODEL to OUT_DIR",
@@ -156,10 +249,10 @@ def _pull_checkpoint(
     config = _download(repo, "config.json", rev, cache_dir, token, advice)
     snapshot = config.parent  # the HF cache's snapshots/<commit>/ folder
     commit = snapshot.name
+    root = model_root(model, docvec_cache_dir)
     done = find_converted(model, lm_name, docvec_cache_dir)
-    root = head_root(model, docvec_cache_dir)
     if done is not None and done.language_model.parent.is_relative_to(root / commit):
-        return done
+        return done, commit
     for f in _CHECKPOINT_FILES[1:]:
         _download(repo, f, rev, cache_dir, token, advice)
     try:
@@ -173,8 +266,6 @@ def _pull_checkpoint(
             raise ToolError(str(e)) from None
     for shard in shards:
         _download(repo, shard, rev, cache_dir, token, advice)
-    quant = lm_name.split("/")[0] if "/" in lm_name else None
-    outtype = default_outtype() if quant else lm_name.rsplit("-", 1)[1].removesuffix(".gguf").lower()
     out = root / commit
     logger.info("converting %s at %s into %s", repo, commit, out)
     convert_checkpoint(
@@ -182,15 +273,15 @@ def _pull_checkpoint(
         out,
         source=LlamaCppSource.in_cache(docvec_cache_dir),
         name=model.name,
-        outtype=outtype,  # type: ignore[arg-type]
-        quantize=(quant,) if quant else (),
+        outtype=conversion.outtype or default_outtype(),  # type: ignore[arg-type]
+        quantize=() if conversion.quantize is None else (conversion.quantize,),
         threads=threads,
     )
     _write_ref(root, rev, commit)
     found = find_converted(model, lm_name, docvec_cache_dir)
     if found is None:
         raise ToolError(f"converting {repo} at {commit} into {out} did not give {lm_name}")
-    return found
+    return found, commit
 
 
 @dataclass(frozen=True)
@@ -407,7 +498,7 @@ def _pull_head(
     assert model.head_repo is not None
     repo, revision = model.head_repo, model.head_revision
     advice = _head_advice(model)
-    root = head_root(model, docvec_cache_dir)
+    root = model_root(model, docvec_cache_dir)
     cached = cached_head(root, revision)
     if hf_constants.is_offline_mode():
         if cached is not None:
