@@ -46,7 +46,8 @@ def test_profiles_are_found_by_architecture_not_by_name() -> None:
 
 def test_sizes_and_page_budget_follow_the_profile() -> None:
     assert QWEN3_VL_EMBEDDING.dims(2048) == (64, 128, 256, 512, 1024, 2048)
-    assert QWEN3_VL_EMBEDDING.dims(4096) == (128, 256, 512, 1024, 2048, 4096)
+    assert QWEN3_VL_EMBEDDING.dims(4096) == (64, 128, 256, 512, 1024, 2048, 4096)  # the 8B card: 64 up
+    assert QWEN3_VL_EMBEDDING.dims(64) == (2, 4, 8, 16, 32, 64)  # the tiny model: the same fractions
     dim, bounds = QWEN3_VL_EMBEDDING.resolve(EmbedSettings(), 2048)
     assert dim == 2048 and bounds.unit == 32
     assert (bounds.min_pixels, bounds.max_pixels) == (4 * 32 * 32, 1024 * 32 * 32)

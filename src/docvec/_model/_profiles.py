@@ -72,6 +72,9 @@ class ModelProfile:
     #: size is always one. A model of the same architecture and another width (the tiny test model, 64
     #: wide) offers the same fractions of its own width.
     matryoshka: tuple[float, ...]
+    #: sizes offered as they are, by any model of the profile wider than them (a model card's range that
+    #: starts at the same size for every width)
+    matryoshka_sizes: tuple[int, ...]
     min_pixels: int  # the model's image area bounds after resizing (its processor's defaults)
     max_pixels: int
     max_aspect: float  # its image processor refuses longer-to-shorter side ratios above this
@@ -94,7 +97,7 @@ class ModelProfile:
         sizes = {width} | {
             int(width * f) for f in self.matryoshka if (width * f).is_integer() and width * f >= 1
         }
-        return tuple(sorted(sizes))
+        return tuple(sorted(sizes | {s for s in self.matryoshka_sizes if s < width}))
 
     def check_dim(self, dim: int, width: int) -> int:
         """``dim`` if a model of this profile, ``width`` wide, gives vectors of that size, else
@@ -140,6 +143,7 @@ JINA_V4 = ModelProfile(
     image_unit=28,
     # 2048 numbers, truncatable to 1024, 512, 256 or 128 (the model card's Matryoshka sizes)
     matryoshka=(1 / 16, 1 / 8, 1 / 4, 1 / 2),
+    matryoshka_sizes=(),
     # Qwen2.5-VL's processor as jina-embeddings-v4 configures it: 4 to 768 image tokens of 28x28 pixels
     # ("Input Image Size: 768x28x28" on jina's model page); pages are rendered at the model's own maximum
     min_pixels=4 * 28 * 28,
@@ -189,8 +193,11 @@ QWEN3_VL_EMBEDDING = ModelProfile(
     image_span=None,
     # patch 16 x spatial merge 2 (IMAGE_FACTOR = 32 in the official code)
     image_unit=32,
-    # 2B: 2048 wide, 8B: 4096; the model card's Matryoshka range runs from 64 up, in powers of two
+    # 2B: 2048 wide, 8B: 4096; the model cards: "supports user-defined output dimensions ranging from 64 to
+    # 2048" (4096 for the 8B). docvec offers the powers of two in that range (a collection has one size):
+    # 64 and up for both widths, and the same fractions of a test model's width
     matryoshka=(1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2),
+    matryoshka_sizes=(64, 128, 256, 512, 1024, 2048),
     # MIN_PIXELS = 4 * 32 * 32 and MAX_PIXELS = 1800 * 32 * 32 in the official code, resized by
     # qwen_vl_utils' fetch_image (smart_resize with factor 32; aspect ratio at most 200)
     min_pixels=4 * 32 * 32,
