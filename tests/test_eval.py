@@ -69,11 +69,13 @@ def test_evaluate_with_the_tiny_model(tmp_path: Path, tiny_dir: Path, tiny_files
     assert not (tmp_path / "user-data").exists()  # the user's index is never touched
 
 
-def test_cli_eval_json_and_errors(tmp_path: Path, tiny_dir: Path) -> None:
+@pytest.mark.parametrize("model", ["tiny_dir", "qwen3vl_dir"])
+def test_cli_eval_json_and_errors(tmp_path: Path, model: str, request: pytest.FixtureRequest) -> None:
+    """`docvec eval` on both families' tiny models (the second ranks by last-token vectors)."""
     ds = eval_dataset(tmp_path / "ds")
     env = {
         "DOCVEC_DATA_DIR": str(tmp_path / "user-data"),
-        "DOCVEC_MODEL": str(tiny_dir),
+        "DOCVEC_MODEL": str(request.getfixturevalue(model)),
         "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
     }
     r = runner.invoke(app, ["eval", str(ds), "-k", "2", "--json"], env=env)

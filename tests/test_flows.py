@@ -22,19 +22,22 @@ def _load_flow_module() -> object:
     return module
 
 
+@pytest.mark.parametrize("model", ["tiny_dir", "qwen3vl_dir"])
 def test_ingest_flow_indexes_then_skips(
     prefect_harness: None,
     tmp_path: Path,
     documents: Path,
-    tiny_dir: Path,
+    model: str,
+    request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The ingest flow on both families' tiny models."""
     docs = tmp_path / "docs"
     docs.mkdir()
     for name in ("pysamples__minimal-document.pdf", "pysamples__smile.png", "qpdf__bad1.pdf"):
         shutil.copy(documents / name, docs / name)
     monkeypatch.setenv("DOCVEC_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("DOCVEC_MODEL", str(tiny_dir))
+    monkeypatch.setenv("DOCVEC_MODEL", str(request.getfixturevalue(model)))
     monkeypatch.setenv("DOCVEC_EMBED__MAX_PIXELS", str(28 * 28 * 64))
     flow = _load_flow_module().ingest_flow  # type: ignore[attr-defined]
 
@@ -60,4 +63,6 @@ def test_ingest_flow_indexes_then_skips(
 
     with Index.open(Settings()) as index:
         payloads = [p for _, p in index._store.scroll("docvec")]
+        live = [v.profile for v in index.versions() if v.live]
     assert len(payloads) == 2 and all(p["tags"] == ["again=yes", "via=prefect"] for p in payloads)
+    assert live == [{"tiny_dir": "jina-embeddings-v4", "qwen3vl_dir": "qwen3-vl-embedding"}[model]]
