@@ -82,8 +82,11 @@ def test_search_with_another_model_of_the_same_names_is_refused(
     # the command line says the same, in one line
     r = docvec("search", "a smiling face", "-m", str(tiny_other_dir), env=_env(data, tiny_dir))
     assert r.returncode == 2 and "holds vectors of jina-embeddings-v4" in r.stderr, r.stderr
-    with Index.open(_settings(data, tiny_other_dir)) as other, pytest.raises(CollectionMismatchError):
-        other.add([documents / "pysamples__grayscale-image.pdf"])
+    with (
+        Index.open(_settings(data, tiny_other_dir)) as other,
+        pytest.raises(CollectionMismatchError, match=r"^collection 'docvec' at .* holds vectors of"),
+    ):
+        other.add([documents / "pysamples__grayscale-image.pdf"])  # named as users know it, not docvec.v1
 
 
 def test_reindex_to_another_model_of_the_same_names_rebuilds(

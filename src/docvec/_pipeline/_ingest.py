@@ -40,7 +40,7 @@ from .._model._embedder import Embedder
 from .._model._head import pool_tokens
 from .._records import IngestFailure, IngestReport, PagePayload
 from .._render._renderer import DocumentInfo, PageFailure, RenderedPage
-from .._store import Filter, Point, point_id
+from .._store import VERSION_RE, Filter, Point, point_id
 from ._parts import Parts
 from ._provenance import check_same_vectors, embedding_info, recorded_info
 from ._sources import SourceDocument, discover, identify
@@ -117,12 +117,15 @@ class Ingestor:
         self.renderer = parts.renderer
         self.collection = collection
         self.info = embedding_info(embedder, multivector=multivector, token_pool=token_pool)
+        # messages name the collection users know, not the version (docvec.v1) written to
+        m = VERSION_RE.fullmatch(collection)
+        shown = collection if m is None else m["name"]
         if multivector:
-            require_head(embedder, collection)
+            require_head(embedder, shown)
         check_same_vectors(
             recorded_info(store, collection),
             self.info,
-            collection=collection,
+            collection=shown,
             where=store.where,
             for_search=False,
         )
