@@ -77,12 +77,14 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     assert "ggml_compute_forward_mul_mat_k_tail(params, src0" in cpu
     ops = (src.vendor / "ggml" / "src" / "ggml-cpu" / "ops.cpp").read_text()
     assert "ggml_cpu_fp16_to_fp32(mp_row + ic, m32, kv_tile);" in ops
+    assert "ggml_cpu_fp16_to_fp32(k_f16 + dk0, k_row, nk);" in ops
     patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
     assert patches == [
         "0001-amx-tile-config-dead-stores.patch",
         "0002-qwen-vl-embeddings-without-output-head.patch",
         "0003-cpu-mul-mat-k-tail-through-tinyblas.patch",
         "0004-cpu-flash-attn-mask-scan-simd.patch",
+        "0005-cpu-flash-attn-key-pack-and-row-max-simd.patch",
     ]
 
 
@@ -153,6 +155,17 @@ def test_flash_attention_mask_scan(tiny_files: ModelFiles) -> None:
     """
     got = _embed_logged(tiny_files)
     assert any("flash attention reads its mask with SIMD" in m for m in got["marks"]), got["marks"]
+
+
+def test_flash_attention_packs_keys_with_simd(qwen3vl_files: ModelFiles) -> None:
+    """0005-cpu-flash-attn-key-pack-and-row-max-simd.patch: the tiled kernel's key pack and row maxima.
+
+    A pure speed-up (a table lookup per key element and a scalar chain per score row became SIMD):
+    the tiny Qwen3-VL's vision encoder, full attention over F16 keys, takes the patched path, which logs
+    its mark once; the values are those the parity tests compare with the PyTorch reference.
+    """
+    got = _embed_logged(qwen3vl_files)
+    assert any("packs F16 keys and takes row maxima with SIMD" in m for m in got["marks"]), got["marks"]
 
 
 def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> None:
