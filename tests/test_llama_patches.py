@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -18,6 +18,9 @@ from docvec._tools._convert import convert_checkpoint
 from docvec._tools._toolchain import LlamaCppSource
 
 from .helpers import page_image
+
+if TYPE_CHECKING:
+    from .reference import ReferenceEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,6 +81,7 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     ops = (src.vendor / "ggml" / "src" / "ggml-cpu" / "ops.cpp").read_text()
     assert "ggml_cpu_fp16_to_fp32(mp_row + ic, m32, kv_tile);" in ops
     assert "ggml_cpu_fp16_to_fp32(k_f16 + dk0, k_row, nk);" in ops
+    assert "docvec_amx_bf16_mul_mat(params, src0, src1, dst);" in cpu
     patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
     assert patches == [
         "0001-amx-tile-config-dead-stores.patch",
@@ -85,6 +89,7 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
         "0003-cpu-mul-mat-k-tail-through-tinyblas.patch",
         "0004-cpu-flash-attn-mask-scan-simd.patch",
         "0005-cpu-flash-attn-key-pack-and-row-max-simd.patch",
+        "0006-cpu-bf16-mul-mat-on-amx-tiles.patch",
     ]
 
 
@@ -166,6 +171,33 @@ def test_flash_attention_packs_keys_with_simd(qwen3vl_files: ModelFiles) -> None
     """
     got = _embed_logged(qwen3vl_files)
     assert any("packs F16 keys and takes row maxima with SIMD" in m for m in got["marks"]), got["marks"]
+
+
+def _amx_bf16_built_and_present() -> bool:
+    """Whether this wheel was compiled for AMX (the build uses -march=native) and this CPU has AMX-BF16."""
+    import llama_cpp
+
+    built = "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode()
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text().split() if cpuinfo.is_file() else []
+    return built and "amx_bf16" in flags and "amx_tile" in flags
+
+
+def test_bf16_matmul_on_amx_tiles(tiny_bf16: ModelFiles, reference: ReferenceEmbedder) -> None:
+    """0006-cpu-bf16-mul-mat-on-amx-tiles.patch: BF16 products on Intel AMX's tile unit.
+
+    On a CPU with AMX the tiny BF16 model's products (k and weight rows multiples of 32, 16 tokens or
+    more) take the tile kernel, which logs its mark once (missing without the patch); on a CPU without
+    AMX the mark must be absent (tinyBLAS computes them, as before). Either way the embeddings match
+    the PyTorch reference as closely as BF16 GGUFs do.
+    """
+    got = _embed_logged(tiny_bf16)
+    on_tiles = any("BF16 mul_mat on AMX tiles" in m for m in got["marks"])
+    assert on_tiles == _amx_bf16_built_and_present(), got["marks"]
+    want_i = reference.embed_images([page_image(448, 448)])[0]
+    want_q = reference.embed_queries(["a query long enough to make a batch of several tokens"])[0]
+    assert float(np.dot(got["i"], want_i)) >= 0.9999
+    assert float(np.dot(got["q"], want_q)) >= 0.9999
 
 
 def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> None:
