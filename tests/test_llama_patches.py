@@ -200,6 +200,42 @@ def test_bf16_matmul_on_amx_tiles(tiny_bf16: ModelFiles, reference: ReferenceEmb
     assert float(np.dot(got["q"], want_q)) >= 0.9999
 
 
+_INT8_AFTER_BF16 = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from docvec import Embedder, EmbedSettings, ModelFiles
+    from tests.helpers import page_image
+    q8, bf16 = (ModelFiles(Path(a), Path(b)) for a, b in (sys.argv[1:3], sys.argv[3:5]))
+    text = ["a passage long enough to fill several 16-row AMX tiles " * 8]
+    out = []
+    for files in (q8, bf16, q8):
+        with Embedder(files, EmbedSettings(threads=2)) as emb:
+            v = emb.embed_passages(text)[0].tolist() + emb.embed_images([page_image(448, 448)])[0].tolist()
+            out.append(v)
+    print(json.dumps(out))
+    """
+)
+
+
+def test_amx_int8_after_bf16_tiles(tiny_bf16: ModelFiles, tiny_quantized: dict[str, ModelFiles]) -> None:
+    """0006 keeps the tile configuration of ggml's AMX-INT8 kernels, which load it once per thread.
+
+    A Q8_0 model, then a BF16 one (patch 0006's tiles), then the Q8_0 model again, in the same threads:
+    with the tiles released after a BF16 product instead, the second Q8_0 product died with SIGILL on
+    an AMX CPU. The second Q8_0 vectors must equal the first. On a CPU without AMX neither kernel runs
+    and the test checks that three models in turn give the same vectors.
+    """
+    q8 = tiny_quantized["Q8_0"]
+    args = [str(q8.language_model), str(q8.mmproj), str(tiny_bf16.language_model), str(tiny_bf16.mmproj)]
+    r = subprocess.run(
+        [sys.executable, "-c", _INT8_AFTER_BF16, *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-2000:]}"
+    first, _, again = json.loads(r.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(again, first, atol=1e-6)
+
+
 def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> None:
     """0003-cpu-mul-mat-k-tail-through-tinyblas.patch: F16 products with a k that is not a multiple of 64.
 
