@@ -14,6 +14,7 @@ import pytest
 
 from docvec import (
     ConfigError,
+    ConflictError,
     DocvecError,
     Index,
     IndexLike,
@@ -123,18 +124,25 @@ def test_search(index: IndexLike) -> None:
         (("   ", 5), {}, "the query is empty"),
         (("", 5), {}, "the query is empty"),
         (("x", 5), {"prefetch": 0}, "prefetch must be from 1 to 10000 pages, not 0"),
-        (
-            ("x", 5),
-            {"mode": "hybrid"},
-            "collection 'docvec' is single-vector: search mode 'hybrid' needs a multi-vector collection "
-            r"\(`docvec reindex --multivector` makes one from it\)",
-        ),
     ],
 )
 def test_bad_searches_get_one_message(
     index: IndexLike, args: tuple[object, ...], kwargs: dict[str, object], message: str
 ) -> None:
     _raised(InputError, message, index.search, *args, **kwargs)
+
+
+def test_what_the_collection_refuses_now_is_a_conflict(index: IndexLike) -> None:
+    # valid requests that the collection's present state refuses: a 409 over the API, not a 400 or 500
+    message = (
+        "collection 'docvec' is single-vector: search mode 'hybrid' needs a multi-vector collection "
+        r"\(`docvec reindex --multivector` makes one from it\)"
+    )
+    _raised(ConflictError, message, index.search, "x", 5, mode="hybrid")
+    live = next(v.version for v in index.versions() if v.live)
+    message = f"version '{live}' is live (collection 'docvec'): it cannot be dropped"
+    _raised(ConflictError, message, index.drop_version, live)
+    assert index.count() == 6
 
 
 # -- writing -------------------------------------------------------------------------------------------

@@ -209,3 +209,16 @@ def test_screenshot_shows_the_results(server: str, page: Page, tmp_path: Path) -
     varied = ImageStat.Stat(shots["results"].crop(results)).stddev[0]
     blank = ImageStat.Stat(shots["empty"].crop(results)).stddev[0]
     assert varied > 10 and varied > 2 * blank, (varied, blank)
+
+
+def test_the_api_page_renders_with_no_request_leaving_the_server(server: str, page: Page) -> None:
+    # Swagger UI comes from docvec's own process: a machine without a network sees it whole
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    page.goto(server + "docs")
+    operations = page.locator(".swagger-ui .opblock")
+    expect(operations.first).to_be_visible(timeout=30_000)
+    assert operations.count() >= 16  # every operation is there
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("docvec")
+    elsewhere = [u for u in asked if not u.startswith(server) and not u.startswith(("data:", "blob:"))]
+    assert not elsewhere and any(u.endswith("swagger-ui-bundle.js") for u in asked), asked

@@ -18,8 +18,10 @@ class across the REST API: the server's error body names it (:func:`error_fields
     │   └── CheckpointError            a checkpoint file not as docvec expects (names the file)
     │       └── TaskNotFoundError          the head's LoRA has no factors for the task asked for
     ├── InputError                 a text, image, query, filter or tag that cannot be used (names it)
+    │   ├── ConflictError              what the collection's state refuses (dropping the live version, ...)
     │   └── TooLargeError              an input over its size limit (an upload, a request body)
     ├── RenderError                a document that cannot be rendered (names the file and the reason)
+    ├── RendererStartError         the render worker processes cannot start (the run stops)
     ├── RendererStateError         a renderer used after close(), or for two documents at once
     ├── IngestError                a document that could not be indexed (``failures`` says why)
     ├── ForbiddenError             a request without the server's key, or for an operator's endpoint from afar
@@ -45,6 +47,7 @@ __all__ = [
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "ConfigError",
+    "ConflictError",
     "DiskFullError",
     "DocvecError",
     "ForbiddenError",
@@ -58,6 +61,7 @@ __all__ = [
     "NotFoundError",
     "PageStoreError",
     "RenderError",
+    "RendererStartError",
     "RendererStateError",
     "StoreBusyError",
     "StoreError",
@@ -148,12 +152,22 @@ class InputError(DocvecError):
         super().__init__(prefix + reason)
 
 
+class ConflictError(InputError):
+    """A request the collection's present state cannot take: dropping its live version, a multi-vector
+    search of a single-vector collection. The same request can succeed once the state changes."""
+
+
 class TooLargeError(InputError):
     """An input (an upload, a request body) over its size limit."""
 
 
 class RenderError(_AboutAFile, DocvecError):
     """A whole document cannot be rendered; ``reason`` says why, the message names the file."""
+
+
+class RendererStartError(DocvecError):
+    """The render worker processes cannot start (out of processes or memory, a broken environment): every
+    document would fail the same way, so the run stops with this error instead."""
 
 
 class RendererStateError(DocvecError):

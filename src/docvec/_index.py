@@ -314,7 +314,7 @@ class Index(Closing):
             if by == "auto":
                 flt = _documents.target_filter(self._store, version, target)
             elif by == "path":
-                flt = Filter(sources=(str(Path(target).expanduser().resolve()),))
+                flt = _documents.source_filter(target)
             else:
                 flt = Filter(doc_ids=(target,))
             removed, images = _documents.delete(

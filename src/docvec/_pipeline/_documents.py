@@ -13,7 +13,7 @@ from .._errors import InputError, NotFoundError, RenderError
 from .._records import DocumentList, DocumentSummary, display_name
 from .._store import Filter, Store
 from .._store._pages import PageStore
-from ._sources import sha256_of
+from ._sources import missing_reason, sha256_of
 
 __all__ = [
     "delete",
@@ -21,6 +21,7 @@ __all__ = [
     "list_documents",
     "page_file",
     "pages_of",
+    "source_filter",
     "source_in_use",
     "target_filter",
 ]
@@ -94,13 +95,22 @@ def document_file(store: Store, collection: str, doc_id: str) -> tuple[Path, str
     return path, display_name(payload), str(payload.get("kind"))
 
 
+def source_filter(path: str) -> Filter:
+    """The points of every document read from ``path`` (a file, or a folder's files), as stored: made
+    absolute, links resolved."""
+    try:
+        return Filter(sources=(str(Path(path).expanduser().resolve()),))
+    except ValueError:  # a NUL character: no file has such a name
+        raise InputError("not a file name (it has a NUL character)", item=repr(path[:80])) from None
+
+
 def target_filter(store: Store, collection: str, target: str) -> Filter:
     """Which points ``target`` names, for people typing at a prompt: an existing file, or anything with a
     path separator, is every document read from that path; otherwise a document id, or the start of one
     that only one document's id has (:class:`InputError` when several do)."""
     p = Path(target).expanduser()
-    if p.exists() or os.sep in target:
-        return Filter(sources=(str(p.resolve()),))
+    if missing_reason(p) is None or os.sep in target:
+        return source_filter(target)
     if len(target) < 32 and _HEX.fullmatch(target):
         matches = sorted(d for d in store.facet(collection, "doc_id") if d.startswith(target))
         if len(matches) > 1:

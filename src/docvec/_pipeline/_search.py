@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from .._errors import InputError
+from .._errors import ConflictError, InputError
 from .._model._embedder import Embedder
 from .._records import Hit, SearchFilter, SearchMode, check_k, check_query
 from .._store import Filter, Store
@@ -23,13 +23,13 @@ def check_search(query: str, k: int) -> None:
 def choose_mode(wanted: str, *, multivector: bool, collection: str) -> SearchMode:
     """The mode a search asking for ``wanted`` runs in on ``collection`` (``multivector``: whether it keeps
     token vectors): ``auto`` is hybrid on a multi-vector collection and dense otherwise; ``multi`` and
-    ``hybrid`` need a multi-vector collection (:class:`InputError` otherwise)."""
+    ``hybrid`` need a multi-vector collection (:class:`ConflictError` otherwise)."""
     if wanted == "auto":
         return "hybrid" if multivector else "dense"
     if wanted not in ("dense", "multi", "hybrid"):
         raise InputError(f"search mode must be auto, dense, multi or hybrid, not {wanted!r}")
     if wanted != "dense" and not multivector:
-        raise InputError(
+        raise ConflictError(
             f"collection {collection!r} is single-vector: search mode {wanted!r} needs a "
             "multi-vector collection (`docvec reindex --multivector` makes one from it)"
         )

@@ -30,6 +30,7 @@ __all__ = [
     "discover",
     "document_id",
     "identify",
+    "missing_reason",
     "save_upload",
     "sha256_of",
 ]
@@ -72,6 +73,20 @@ class Discovered:
     ignored: list[Path]
 
 
+def missing_reason(path: Path) -> str | None:
+    """Why ``path`` names nothing that can be read (``"no such file or folder"``, ``"file name too long"``,
+    ...), or ``None`` when it is there."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return "no such file or folder"
+    except OSError as e:  # a name too long for the file system, a folder that cannot be entered, ...
+        return (e.strerror or type(e).__name__).lower()
+    except ValueError:  # what the operating system cannot be asked about
+        return "not a file name (it has a NUL character)"
+    return None
+
+
 def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Discovered:
     """The files to ingest: named files, folders (recursively) and glob patterns, each once, sorted;
     ``~`` stands for the home folder, as in a shell.
@@ -89,8 +104,9 @@ def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Discover
             if glob.has_magic(text)
             else [Path(text)]
         )
-        if not matches or not matches[0].exists():
-            failures.append(IngestFailure(path=str(raw), reason="no such file or folder"))
+        reason = missing_reason(matches[0]) if matches else "no such file or folder"
+        if reason:
+            failures.append(IngestFailure(path=str(raw), reason=reason))
             continue
         for m in matches:
             if m.is_dir():

@@ -4,6 +4,7 @@ and a document's display name."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -13,6 +14,10 @@ __all__ = [
     "DOC_ID_PATTERN",
     "MAX_K",
     "MAX_PREFETCH",
+    "QUERY_PATTERN",
+    "TAG_KEY_PATTERN",
+    "TAG_PATTERN",
+    "TAG_VALUE_PATTERN",
     "check_k",
     "check_prefetch",
     "check_query",
@@ -48,9 +53,17 @@ def check_prefetch(prefetch: object) -> int:
     return prefetch
 
 
+#: White space, as docvec strips it from tags and looks past it in queries: ASCII's, which every regular
+#: expression engine (the JSON Schema patterns below: Python's, ECMAScript's) agrees on.
+BLANKS = " \t\n\r\f\v"
+_NOT_BLANK = r"[^ \t\n\r\f\v]"
+#: A query has something in it besides white space (as a JSON Schema pattern: searched, not anchored).
+QUERY_PATTERN = _NOT_BLANK
+
+
 def check_query(query: object) -> str:
     """``query`` when it is a text with something in it, else :class:`InputError`."""
-    if not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str) or not re.search(QUERY_PATTERN, query):
         raise InputError("the query is empty")
     return query
 
@@ -58,11 +71,17 @@ def check_query(query: object) -> str:
 # -- tags ----------------------------------------------------------------------------------------------
 
 
+#: A tag is ``key=value``: a key with something besides white space and no ``=``, and a value with
+#: something besides white space (both are stored stripped). The API's schema states these patterns.
+TAG_KEY_PATTERN = r"^[^=]*[^ \t\n\r\f\v=][^=]*$"
+TAG_VALUE_PATTERN = _NOT_BLANK
+TAG_PATTERN = r"^[^=]*[^ \t\n\r\f\v=][^=]*=[\s\S]*" + _NOT_BLANK
+
+
 def _check_tag_part(key: str, value: str, shown: str) -> tuple[str, str]:
-    key, value = key.strip(), value.strip()
-    if not key or not value or "=" in key:
+    if not re.search(TAG_KEY_PATTERN, key) or not re.search(TAG_VALUE_PATTERN, value):
         raise InputError(f"tag {shown!r} is not of the form key=value (a key without '=', a value)")
-    return key, value
+    return key.strip(BLANKS), value.strip(BLANKS)
 
 
 def parse_tag(text: str) -> tuple[str, str]:

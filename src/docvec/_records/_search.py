@@ -18,7 +18,16 @@ from pydantic import (
 )
 
 from .._errors import InputError
-from ._rules import DOC_ID_PATTERN, check_tags_mapping, display_name, parse_tag, parse_tags, tag_dict
+from ._rules import (
+    DOC_ID_PATTERN,
+    TAG_KEY_PATTERN,
+    TAG_VALUE_PATTERN,
+    check_tags_mapping,
+    display_name,
+    parse_tag,
+    parse_tags,
+    tag_dict,
+)
 
 __all__ = ["FILTER_KEYS", "Hit", "SearchFilter", "SearchMode"]
 
@@ -58,7 +67,19 @@ class SearchFilter(BaseModel):
         ),
     )
     tags: Annotated[dict[str, str] | None, AfterValidator(check_tags_mapping)] = Field(
-        None, description="Only pages tagged key=value (as given to `docvec ingest --tag`), all of them."
+        None,
+        description="Only pages tagged key=value (as given to `docvec ingest --tag`), all of them.",
+        # docvec's tag rule (checked by check_tags_mapping), stated in the schema
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "type": "object",
+                    "propertyNames": {"pattern": TAG_KEY_PATTERN},
+                    "additionalProperties": {"type": "string", "pattern": TAG_VALUE_PATTERN},
+                },
+                {"type": "null"},
+            ]
+        },
     )
 
     @classmethod

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._closing import Closing
-from .._errors import CollectionNotFoundError, StoreError
+from .._errors import CollectionNotFoundError, ConflictError, StoreError
 from ._backend import Backend
 from ._layout import LAYOUT
 from ._points import Filter, Point, Record, ScoredPoint, canonical_id, token_array
@@ -221,7 +221,7 @@ class Store(Closing):
         m = VERSION_RE.fullmatch(version)
         name = m["name"] if m else version
         if self.live(name) == version:
-            raise StoreError(f"version {version!r} is live (collection {name!r}): it cannot be dropped")
+            raise ConflictError(f"version {version!r} is live (collection {name!r}): it cannot be dropped")
         self.backend.drop_collection(version)
         with self._lock:
             self._dims.pop(version, None)

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from .._config import Settings
 from .._index import Index
@@ -48,7 +49,10 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
             finally:
                 del app.state.index
 
-    app = FastAPI(
+    # Swagger UI from docvec's own process: /docs works without a network (ReDoc is left out: it fetches
+    # its logo from a CDN all the same)
+    app = FastAPIOffline(
+        redoc_url=None,
         title="docvec",
         summary="Visual document retrieval: text queries answered with the best matching pages.",
         lifespan=lifespan,
@@ -57,6 +61,7 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
             401: {"model": ErrorResponse},
             403: {"model": ErrorResponse},
             404: {"model": ErrorResponse},
+            409: {"model": ErrorResponse},
             422: {"model": ErrorResponse},
             503: {"model": ErrorResponse},
         },

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 from .._errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
     ConfigError,
+    ConflictError,
     DocvecError,
     ForbiddenError,
     IngestError,
@@ -45,6 +50,7 @@ _STATUS: list[tuple[type[DocvecError], int]] = [
     (CollectionNotFoundError, 404),
     (TooLargeError, 413),
     (CollectionMismatchError, 409),
+    (ConflictError, 409),
     (IngestError, 422),
     (RenderError, 422),
     (InputError, 400),
@@ -75,6 +81,18 @@ def error_response(
 
 def _redacted(values: dict[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
     return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
+
+
+def _methods_on(routes: Sequence[BaseRoute], scope: Scope) -> set[str]:
+    """The methods of every endpoint on the scope's path, in these routes and the routers they include."""
+    methods: set[str] = set()
+    for route in routes:
+        included = getattr(route, "original_router", None)  # FastAPI's wrapper of an included router
+        if included is not None:
+            methods |= _methods_on(included.routes, scope)
+        elif isinstance(route, Route) and route.matches(scope)[0] is not Match.NONE:
+            methods |= route.methods or set()
+    return methods
 
 
 def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) -> Callable[[str], str]:
@@ -118,11 +136,25 @@ def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) 
         detail = "; ".join(f"{'.'.join(e['loc'][1:]) or e['loc'][0]}: {e['msg']}" for e in errors)
         return error_response(422, detail or "invalid request", errors, error="InputError")
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code != 405:
+            return await http_exception_handler(request, exc)
+        # Starlette's Allow names the methods of the first route on the path; a path (/documents) can
+        # have several routes, and a client is owed all their methods.
+        allowed = sorted(_methods_on(request.app.router.routes, request.scope))
+        response = error_response(
+            405, f"{request.url.path} does not take {request.method}: it takes {', '.join(allowed)}"
+        )
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
+
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, "internal error", error="DocvecError")
 
     app.add_exception_handler(DocvecError, docvec_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected_error)
     return redact

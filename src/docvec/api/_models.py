@@ -10,8 +10,11 @@ from pydantic_core import PydanticCustomError
 
 from .._errors import InputError
 from .._records import (
+    DOC_ID_PATTERN,
     MAX_K,
     MAX_PREFETCH,
+    QUERY_PATTERN,
+    TAG_PATTERN,
     DocumentList,
     DocumentSummary,
     Hit,
@@ -20,6 +23,7 @@ from .._records import (
     check_k,
     check_prefetch,
     check_query,
+    parse_tag,
 )
 from ._jobs import Job
 
@@ -37,6 +41,7 @@ __all__ = [
     "SearchParams",
     "SearchRequest",
     "SearchResponse",
+    "TagText",
 ]
 
 MAX_QUERY_CHARS = 1000
@@ -63,9 +68,15 @@ def _rule(check: Callable[[Any], Any]) -> AfterValidator:
 # library's), not by pydantic's constraints.
 QueryText = Annotated[
     str,
-    Field(max_length=MAX_QUERY_CHARS, json_schema_extra={"minLength": 1}, description="What to look for."),
+    Field(
+        max_length=MAX_QUERY_CHARS,
+        json_schema_extra={"minLength": 1, "pattern": QUERY_PATTERN},
+        description="What to look for.",
+    ),
     _rule(check_query),
 ]
+#: ``key=value``, as ``docvec ingest --tag`` takes it
+TagText = Annotated[str, Field(json_schema_extra={"pattern": TAG_PATTERN}), _rule(parse_tag)]
 K = Annotated[
     int,
     Field(json_schema_extra={"minimum": 1, "maximum": MAX_K}, description="How many pages to return."),
@@ -83,6 +94,12 @@ Prefetch = Annotated[
     ),
     _rule(check_prefetch),
 ]
+
+
+def _absolute(path: str) -> None:
+    # a server's folder for a relative path would be its working folder: no client means that
+    if not path.startswith("/") or len(path) > 4096:
+        raise InputError(f"source {path[:80]!r} is not an absolute path of at most 4096 characters")
 
 
 class SearchRequest(BaseModel):
@@ -105,9 +122,16 @@ class SearchParams(BaseModel):
 
     q: QueryText
     k: K = 5
-    doc_id: str | None = Field(None, description="Only this document.")
-    source: str | None = Field(None, description="Only documents read from this file, or under this folder.")
-    tag: list[str] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
+    # the bounds in the schema, the values checked as --filter's are (SearchFilter.parse)
+    doc_id: Annotated[str, Field(json_schema_extra={"pattern": DOC_ID_PATTERN})] | None = Field(
+        None, description="Only this document (32 hex digits)."
+    )
+    source: (
+        Annotated[str, Field(json_schema_extra={"maxLength": 4096, "pattern": "^/"}), _rule(_absolute)] | None
+    ) = Field(
+        None, description="Only documents read from this file, or under this folder (a path on the server)."
+    )
+    tag: list[TagText] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
     mode: Mode = None
     prefetch: Prefetch = None
 
@@ -200,7 +224,7 @@ class IngestRequest(BaseModel):
     paths: list[str] = Field(
         max_length=10_000, description="Files, folders and glob patterns, as absolute paths on the server."
     )
-    tags: list[str] = Field(default_factory=list, description="key=value metadata for every page.")
+    tags: list[TagText] = Field(default_factory=list, description="key=value metadata for every page.")
     recursive: bool = True
     prune: bool = Field(False, description="Also drop the documents whose files are gone.")
 

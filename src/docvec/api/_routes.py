@@ -10,14 +10,21 @@ from functools import partial
 from importlib import resources
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Query, Request, UploadFile
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from .._errors import NotFoundError, StoreError
 from .._index import Index
 from .._pipeline._sources import SourceDocument
-from .._records import DOC_ID_PATTERN, DocumentList, DocumentSummary, SearchFilter, Upload, parse_tags
+from .._records import (
+    DOC_ID_PATTERN,
+    DocumentList,
+    DocumentSummary,
+    SearchFilter,
+    Upload,
+    parse_tags,
+)
 from . import _models as models
 from ._jobs import Job, Jobs, Progress
 
@@ -142,8 +149,8 @@ def page_thumbnail(request: Request, doc_id: _DOC_ID, page: _PAGE) -> FileRespon
 )
 def upload_document(
     request: Request,
-    file: UploadFile,
-    tag: Annotated[list[str] | None, Form(description="key=value metadata (repeatable).")] = None,
+    file: Annotated[UploadFile, File(description="A PDF or an image (not empty).")],
+    tag: Annotated[list[models.TagText], Form(description="key=value metadata (repeatable).")] = [],  # noqa: B006
     wait: Annotated[
         bool | None,
         Query(description="Answer when indexed (true) or at once with a job (false); default: by size."),
@@ -153,7 +160,7 @@ def upload_document(
     a job to follow at its ``status_url``; 422 with the reasons when it cannot be indexed."""
     index, state = _index(request), request.app.state
     name = file.filename or "the upload"
-    tags = parse_tags(tag or ())  # before anything is saved: a bad tag is a 400
+    tags = parse_tags(tag)  # before anything is saved: a bad tag is a 400
     if wait is None:
         wait = file.size is not None and file.size <= state.sync_upload_limit
     if wait:
