@@ -93,3 +93,30 @@ def _serve_briefly(line: str, env: dict[str, str]) -> None:
         proc.send_signal(signal.SIGINT)
         _, errs = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "Traceback" not in errs, errs[-2000:]
+
+
+def _library_example() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Library\s*```python\n(.*?)```", text, re.S)
+    assert block, "README.md has no library example"
+    return block.group(1)
+
+
+def test_the_library_example_as_a_plain_script(home: dict[str, str], tmp_path: Path, documents: Path) -> None:
+    # saved as it is, no `if __name__ == "__main__":` guard: the render workers must not run it again
+    script = _library_example()
+    assert "__main__" not in script and 'model="jina-v4"' in script
+    (tmp_path / "home" / "papers").mkdir()
+    (tmp_path / "home" / "papers" / "invoice.pdf").write_bytes(
+        (documents / "pysamples__minimal-document.pdf").read_bytes()
+    )
+    path = tmp_path / "example.py"
+    path.write_text(script.replace('model="jina-v4"', 'model="tiny"'))  # the random-weight model, offline
+    env = {**home, "DOCVEC_EMBED__MAX_PIXELS": str(28 * 28 * 16), "DOCVEC_RENDER__WORKERS": "2"}
+    run = subprocess.run(
+        [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "indexed 1 document (1 page)" in run.stdout, run.stdout + run.stderr
+    assert re.search(r"^\d\.\d{3}  invoice\.pdf  page 1$", run.stdout, re.M), run.stdout
+    assert "Error" not in run.stderr, run.stderr

@@ -1,10 +1,10 @@
 """The render stage: documents (PDFs and images) to page images near the embedder's pixel budget.
 
 PDFium is not thread-safe, not even across documents (threads crash the process), so every PDFium call
-runs in worker *processes* started with the ``spawn`` method; each worker opens the document itself and
-sends pages back as packed RGB bytes (PNG-encoding them would cost more than the copy it saves). Pages
-stream in order, a few ahead of the consumer, so that rendering overlaps with whatever the consumer does
-(embedding) and a 1000-page PDF never sits in memory whole.
+runs in worker *processes* of docvec's own (see :class:`_Process`); each worker
+opens the document itself and sends pages back as packed RGB bytes (PNG-encoding them would cost more
+than the copy it saves). Pages stream in order, a few ahead of the consumer, so that rendering overlaps
+with whatever the consumer does (embedding) and a 1000-page PDF never sits in memory whole.
 
 A PDF page is rendered at ``sqrt(target_pixels / page area)`` pixels per point, never over
 ``max_pixels``; the target is the embedder's page budget (A4 at jina-embeddings-v4's 602,112 pixels:
@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
+import multiprocessing.spawn
+import os
 import signal
+import subprocess
 import sys
 import time
 import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import wait
-from multiprocessing.context import SpawnContext
-from multiprocessing.process import BaseProcess
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +34,7 @@ from PIL import Image, features
 
 from .._closing import Closing
 from .._config import DECODE_BUDGET_MB, RENDER_TIMEOUT_S
-from .._errors import ConfigError, InputError, RenderError, RendererStateError
+from .._errors import ConfigError, InputError, RenderError, RendererStartError, RendererStateError
 from . import _worker as w
 
 __all__ = [
@@ -138,26 +138,78 @@ class _TimedOut(Exception):
     pass
 
 
+class _Process:
+    """A render worker's process: a Python running :func:`docvec._render._worker.main` on the two pipe ends
+    it serves.
+
+    Not multiprocessing's spawn: that re-runs the parent's main module in the child, so a user's script
+    without an ``if __name__ == "__main__":`` guard would run again in every worker. This child imports
+    docvec and nothing of its parent's."""
+
+    def __init__(self, tasks_fd: int, results_fd: int, memory_limit: int) -> None:
+        env = dict(os.environ)
+        # the docvec this process imported, wherever it came from (an installed package, a source tree)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_DOCVEC_ROOT, env.get("PYTHONPATH")]))
+        self._popen = subprocess.Popen(
+            [_python(), "-c", _ENTRY, str(tasks_fd), str(results_fd), str(memory_limit)],
+            pass_fds=(tasks_fd, results_fd),
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+        self.pid = self._popen.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        """As multiprocessing has it: ``None`` while it runs, ``-N`` when signal N ended it."""
+        return self._popen.poll()
+
+    def is_alive(self) -> bool:
+        return self._popen.poll() is None
+
+    def join(self, timeout: float) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self._popen.kill()
+
+
+def _python() -> str:
+    # multiprocessing's choice of interpreter: the venv's python, also where sys.executable is an embedder
+    return os.fsdecode(multiprocessing.spawn.get_executable() or sys.executable)
+
+
+# -c, not -m: run as __main__, the worker module would be a second copy of the one its package imports
+_ENTRY = f"import sys; from {w.__name__} import main; main(sys.argv[1:])"
+_DOCVEC_ROOT = str(Path(__file__).resolve().parents[2])
+
+
 class _Worker:
     """The parent's handle on one worker process: a task pipe in, a result pipe out."""
 
-    def __init__(self, ctx: SpawnContext, memory_limit: int) -> None:
-        tasks_in, self.tasks = ctx.Pipe(duplex=False)
-        self.results, results_out = ctx.Pipe(duplex=False)
+    def __init__(self, memory_limit: int) -> None:
+        tasks_in, tasks_out = os.pipe()
+        results_in, results_out = os.pipe()
+        self.tasks = Connection(tasks_out, readable=False)
+        self.results = Connection(results_in, writable=False)
         if sys.platform == "linux":
             import fcntl
 
             # A 1 MiB pipe moves a page in fewer round trips (~1.5x faster) than the 64 KiB default.
             with contextlib.suppress(OSError):
                 fcntl.fcntl(self.results.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
-        self.process: BaseProcess = ctx.Process(
-            target=w.serve, args=(tasks_in, results_out, memory_limit), name="docvec-render", daemon=True
-        )
-        self.process.start()
+        try:
+            self.process = _Process(tasks_in, results_out, memory_limit)
+        except BaseException:
+            self.tasks.close()
+            self.results.close()
+            raise
+        finally:
+            # Close our copies of the child's ends, so that a dead child reads as EOF, not as silence.
+            os.close(tasks_in)
+            os.close(results_out)
         self.ready = False  # until its Ready message is read
-        # Close our copies of the child's ends, so that a dead child reads as EOF, not as silence.
-        tasks_in.close()
-        results_out.close()
 
     @property
     def pid(self) -> int:
@@ -171,11 +223,9 @@ class _Worker:
 
     def receive(self, timeout: float | None) -> Any:
         """The next message; raises _TimedOut after ``timeout`` seconds, _WorkerGone if the worker died."""
-        ready = wait([self.results, self.process.sentinel], timeout)
-        if not ready:
+        # a dead worker's pipe reads as EOF (the child held its only write end)
+        if not wait([self.results], timeout):
             raise _TimedOut
-        if self.results not in ready:
-            raise _WorkerGone
         try:
             return self.results.recv()
         except (EOFError, OSError):
@@ -246,9 +296,9 @@ class Renderer(Closing):
     :func:`docvec._render._worker.serve`). A timed-out or crashed worker is replaced, and the renderer goes
     on with the next document.
 
-    One document at a time: a renderer is not for use from several threads. Workers are started with
-    ``spawn``, which re-imports the main module: a script that creates a renderer needs the usual
-    ``if __name__ == "__main__":`` guard.
+    One document at a time: a renderer is not for use from several threads. Workers are processes of
+    docvec's own (they never run the caller's script again), started on first use; when they cannot
+    start, :class:`RendererStartError` says why (an error of the run, not of a document).
     """
 
     def __init__(
@@ -274,7 +324,6 @@ class Renderer(Closing):
         self.max_pixels = max_pixels
         self.timeout_s = timeout_s
         self.memory_limit = memory_limit
-        self._ctx: SpawnContext = multiprocessing.get_context("spawn")
         self._pool: list[_Worker | None] = [None] * workers
         self._job = 0
         self._busy = False
@@ -436,10 +485,10 @@ class Renderer(Closing):
                 if worker is not None:
                     worker.kill()
                 try:
-                    self._pool[i] = _Worker(self._ctx, self.memory_limit)
+                    self._pool[i] = _Worker(self.memory_limit)
                 except OSError as e:  # out of processes, memory or file descriptors
                     self._pool[i] = None
-                    raise RenderError(path, f"the render worker could not start ({e})") from None
+                    raise RendererStartError(f"the render worker could not start ({e})") from None
         pool = [wk for wk in self._pool if wk is not None]
         for worker in pool:
             if worker.ready:
@@ -453,7 +502,9 @@ class Renderer(Closing):
                     if other is not None and not other.ready:
                         other.kill()
                         self._pool[i] = None
-                raise RenderError(path, f"the render worker could not start ({reason})") from None
+                raise RendererStartError(
+                    f"the render worker could not start ({reason}); its error output is above"
+                ) from None
             worker.ready = True
             log.debug("render worker %d ready", worker.pid)
         return pool
@@ -466,7 +517,7 @@ class Renderer(Closing):
         self._pool[i] = None
         if not self._closed:
             try:
-                self._pool[i] = _Worker(self._ctx, self.memory_limit)
+                self._pool[i] = _Worker(self.memory_limit)
             except OSError as e:
                 log.warning("cannot start a render worker now (%s); retrying with the next document", e)
 

@@ -395,3 +395,9 @@ def _image_frame(image: Image.Image, number: int, max_pixels: int, budget: int) 
         raise _PageFailure(f"cannot decode the image: {e}") from None
     except Exception as e:  # Pillow's plugins raise odd types (struct.error, IndexError) on damaged files
         raise _PageFailure(f"cannot decode the image: {type(e).__name__}: {e}") from None
+
+
+def main(argv: list[str]) -> None:
+    """A worker process's entry point, ``TASKS_FD RESULTS_FD MEMORY_LIMIT``: serve the parent's pipes."""
+    tasks_fd, results_fd, memory_limit = (int(a) for a in argv)
+    serve(Connection(tasks_fd, writable=False), Connection(results_fd, readable=False), memory_limit)
