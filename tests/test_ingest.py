@@ -24,6 +24,7 @@ from docvec import (
     ModelFiles,
     PagePayload,
     RenderSettings,
+    SearchFilter,
     Settings,
     discover,
 )
@@ -359,6 +360,29 @@ def test_new_tags_update_an_unchanged_document_in_place(
     assert index.count() == 4
     r = index.add([a], tags=["team=legal", "year=2026"])
     assert (r.documents_skipped, r.documents_updated) == (1, 0)  # nothing to change: no write
+
+
+def test_a_run_without_tags_keeps_them_and_the_summary_says_when_they_change(
+    tmp_path: Path, documents: Path, index: Index
+) -> None:
+    a = tmp_path / "a.pdf"
+    shutil.copy(documents / "pysamples__minimal-document.pdf", a)
+    r = index.add([a], tags=["team=finance"])
+    assert r.documents_retagged == 0 and "retagged" not in r.summary()
+    # the README's flow command on the quick start's folder: no tags given, the document keeps its own
+    r = index.add([a])
+    assert (r.documents_skipped, r.documents_updated, r.documents_retagged) == (1, 0, 0)
+    assert all(p["tags"] == ["team=finance"] for p in _points(index).values())
+    assert [h.name for h in index.search("x", 5, SearchFilter(tags={"team": "finance"}))] == ["a.pdf"]
+    # a file changed in place (new content, new id) and read again without tags keeps them too
+    shutil.copy(documents / "pysamples__smile.png", a)
+    r = index.add([a])
+    assert (r.documents_indexed, r.documents_removed, r.documents_retagged) == (1, 1, 0)
+    assert all(p["tags"] == ["team=finance"] for p in _points(index).values())
+    # new tags replace them, and the summary says so
+    r = index.add([a], tags=["team=legal"])
+    assert r.documents_retagged == 1 and "; retagged 1 document" in r.summary(), r.summary()
+    assert all(p["tags"] == ["team=legal"] for p in _points(index).values())
 
 
 def test_another_model_or_size_cannot_mix_into_a_collection(

@@ -212,6 +212,10 @@ class Ingestor:
         source = str(document.path)
         try:
             state = self._state(document.doc_id)
+            before = state.tags if state.source is not None else self._tags_at(source)
+            if not tags and before is not None:
+                # a run that names no tags keeps the document's (or its file's previous version's)
+                tags = before
             if state.complete:
                 return self._skip(document, state, list(tags))
             if pages is None:
@@ -230,6 +234,8 @@ class Ingestor:
             raise  # the next document would fail the same way: the run stops, with what it wrote kept
         except (StoreError, PageStoreError) as e:
             return _failed(source, f"store: {e}")
+        if before is not None and sorted(tags) != sorted(before):
+            report.documents_retagged += 1
         if written:
             log.info("indexed %s (%d pages)", source, written)
             report.documents_indexed += 1
@@ -256,6 +262,7 @@ class Ingestor:
         payloads in place."""
         source = str(document.path)
         update: dict[str, object] = {}
+        retagged = 0
         if state.source != source and state.source and not Path(state.source).exists():
             log.info("%s moved to %s: updating its pages", state.source, source)
             update |= {"source": source, "name": document.name}
@@ -265,6 +272,7 @@ class Ingestor:
         if tags != state.tags:
             log.info("%s: tags %s -> %s", source, state.tags, tags)
             update["tags"] = tags
+            retagged = 1
         if update:
             self.store.set_payload(self.collection, Filter(doc_ids=(document.doc_id,)), update)
         pages = self.store.count(self.collection, Filter(doc_ids=(document.doc_id,)))
@@ -276,6 +284,7 @@ class Ingestor:
             documents_skipped=1,
             pages_skipped=pages,
             documents_updated=int(bool(update)),
+            documents_retagged=retagged,
             documents_removed=removed,
         )
 
@@ -395,6 +404,11 @@ class Ingestor:
             return _DocState(False, source, tags, resume_after=max(numbers), written=len(numbers))
         n = self.store.count(self.collection, flt)
         return _DocState(complete=n == payload.get("pages_indexed"), source=source, tags=tags)
+
+    def _tags_at(self, source: str) -> list[str] | None:
+        """The tags of what is indexed from ``source`` (a file's previous version), ``None`` if nothing."""
+        first = next(iter(self.store.scroll(self.collection, Filter(sources=(source,)), batch=1)), None)
+        return None if first is None else sorted(str(t) for t in first[1].get("tags") or ())
 
     def _remove_old_versions(self, source: str, doc_id: str) -> int:
         """After a file's new version is written: delete points of its old versions and old settings."""

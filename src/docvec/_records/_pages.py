@@ -101,6 +101,10 @@ class IngestFailure(BaseModel):
         return f"{self.path} page {self.page}: {self.reason}" if self.page else f"{self.path}: {self.reason}"
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 class IngestReport(BaseModel):
     """What an ingest run did: `docvec ingest --json` prints this."""
 
@@ -116,6 +120,10 @@ class IngestReport(BaseModel):
     documents_updated: int = Field(
         0, description="Unchanged documents moved or retagged in place (counted as skipped too)."
     )
+    documents_retagged: int = Field(
+        0,
+        description="Documents whose stored tags this run changed (a run that gives no tags keeps them).",
+    )
     failures: list[IngestFailure] = Field(default_factory=list)
     ignored: list[str] = Field(
         default_factory=list,
@@ -130,12 +138,13 @@ class IngestReport(BaseModel):
     def summary(self) -> str:
         """The run in one line, as ``docvec ingest`` and the ingest flow report it."""
         return (
-            f"indexed {self.documents_indexed} documents ({self.pages_indexed} pages); "
-            f"skipped {self.documents_skipped} unchanged ({self.pages_skipped} pages"
+            f"indexed {_n(self.documents_indexed, 'document')} ({_n(self.pages_indexed, 'page')}); "
+            f"skipped {self.documents_skipped} unchanged ({_n(self.pages_skipped, 'page')}"
             + (f", {self.documents_updated} updated in place" if self.documents_updated else "")
-            + f"); failed {self.documents_failed} documents, {self.pages_failed} pages"
+            + f"); failed {_n(self.documents_failed, 'document')}, {_n(self.pages_failed, 'page')}"
+            + (f"; retagged {_n(self.documents_retagged, 'document')}" if self.documents_retagged else "")
             + (f"; removed {self.documents_removed}" if self.documents_removed else "")
-            + (f"; ignored {len(self.ignored)} files that are not documents" if self.ignored else "")
+            + (f"; ignored {_n(len(self.ignored), 'file')} that are not documents" if self.ignored else "")
         )
 
     def __add__(self, other: IngestReport) -> IngestReport:
