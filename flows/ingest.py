@@ -26,15 +26,16 @@ import argparse
 import sys
 from pathlib import Path
 
+# the flows' own helper modules, however this file is loaded (a script, a worker, a test)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _offline  # noqa: F401  (before prefect: telemetry off)
+from _limits import hold_slots
+from _states import failed, report_of
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import Completed, Failed, State
+from prefect.states import Completed, State
 
 from docvec import IndexLike, IngestReport, Settings, StoreUnavailableError, connect, discover
-
-# the flows' own helper module, however this file is loaded (a script, a worker, a test)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _limits import hold_slots
 
 
 def _store_unavailable(task: object, task_run: object, state: object) -> bool:
@@ -96,7 +97,7 @@ def ingest_flow(
     for failure in total.failures:
         logger.warning(f"failed: {failure}")
     if len(total.failures) > max_failures:
-        return Failed(message=f"{len(total.failures)} failures (max_failures={max_failures})", data=total)
+        return failed(f"{len(total.failures)} failures (max_failures={max_failures})", total)
     return Completed(message=total.summary(), data=total)
 
 
@@ -120,5 +121,5 @@ if __name__ == "__main__":
         ingest_flow.serve(name="docvec-ingest-scheduled", cron=args.cron, parameters=params)
     else:
         state = ingest_flow(**params, return_state=True)
-        print(state.result(raise_on_failure=False).model_dump_json(indent=2))
+        print(report_of(state).model_dump_json(indent=2))
         raise SystemExit(0 if state.is_completed() else 1)

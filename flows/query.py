@@ -17,14 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# the flows' own helper modules, however this file is loaded (a script, a worker, a test)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _offline  # noqa: F401  (before prefect: telemetry off)
+from _limits import hold_slots
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from docvec import DocvecError, IndexLike, Settings, connect, read_queries, write_results
-
-# the flows' own helper module, however this file is loaded (a script, a worker, a test)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _limits import hold_slots
 
 
 @task(cache_policy=NO_CACHE)

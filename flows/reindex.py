@@ -20,14 +20,15 @@ import argparse
 import sys
 from pathlib import Path
 
+# the flows' own helper modules, however this file is loaded (a script, a worker, a test)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _offline  # noqa: F401  (before prefect: telemetry off)
+from _limits import hold_slots
+from _states import failed, report_of
 from prefect import flow, get_run_logger
-from prefect.states import Completed, Failed, State
+from prefect.states import Completed, State
 
 from docvec import ReindexSpec, Settings, connect
-
-# the flows' own helper module, however this file is loaded (a script, a worker, a test)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _limits import hold_slots
 
 
 @flow(name="docvec-reindex")
@@ -44,7 +45,7 @@ def reindex_flow(spec: ReindexSpec | None = None) -> State:
     for failure in report.failures:
         logger.warning(f"failed: {failure}")
     if report.failures:
-        return Failed(message=f"{len(report.failures)} failures: {report.summary()}", data=report)
+        return failed(f"{len(report.failures)} failures: {report.summary()}", report)
     return Completed(message=report.summary(), data=report)
 
 
@@ -57,5 +58,5 @@ if __name__ == "__main__":
     args = ap.parse_args()
     spec = ReindexSpec(model=args.model, dim=args.dim, max_pixels=args.max_pixels, drop_old=args.drop_old)
     state = reindex_flow(spec, return_state=True)
-    print(state.result(raise_on_failure=False).model_dump_json(indent=2))
+    print(report_of(state).model_dump_json(indent=2))
     raise SystemExit(0 if state.is_completed() else 1)

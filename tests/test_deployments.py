@@ -377,3 +377,26 @@ def test_overlapping_runs_wait_for_the_store_and_index_once(
         for doc in listed:
             pages = [p.page for p in index.pages_of(doc.doc_id)]
             assert pages == list(range(1, PAGES_OF[doc.name] + 1)), doc.name
+
+
+def test_a_failed_run_under_a_worker_is_failed_not_an_engine_error(
+    deployed: Server, tiny_dir: Path, tmp_path: Path
+) -> None:
+    server = deployed
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "broken.pdf").write_bytes(b"%PDF-1.7 not really\n")
+    paths = json.dumps([str(bad)])
+    run_id = _run_id(server.cli("deployment", "run", "docvec-ingest/scheduled", "--param", f"paths={paths}"))
+    worker = _worker(server, tmp_path, tiny_dir, tmp_path / "data")
+    _finish(worker, server, _describe(server, [run_id]))
+    run = server.client.read_flow_run(run_id)
+    assert run.state and run.state.type == StateType.FAILED, _describe(server, [run_id])()
+    assert run.state.message == "1 failures (max_failures=0)"
+    logs = "\n".join(_logs(server, [run_id])[run_id])
+    assert "failed 1 document, 0 pages" in logs and "broken.pdf" in logs, logs
+    everything = logs + worker.log.read_text(errors="replace")
+    for sign in ("TypeError", "cannot be resolved into an exception", "rash"):
+        assert sign not in everything, f"{sign!r} in the logs\n{everything[-6000:]}"
+    # Prefect's engine under a worker logs every Failed run's exception once it is over: ours says why
+    assert "RunFailed: 1 failures (max_failures=0)" in everything, everything[-6000:]

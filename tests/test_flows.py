@@ -39,9 +39,10 @@ def test_ingest_flow_indexes_then_skips(
     monkeypatch.setenv("DOCVEC_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("DOCVEC_MODEL", str(request.getfixturevalue(model)))
     monkeypatch.setenv("DOCVEC_EMBED__MAX_PIXELS", str(28 * 28 * 64))
-    flow = _load_flow_module().ingest_flow  # type: ignore[attr-defined]
+    module = _load_flow_module()
+    flow = module.ingest_flow  # type: ignore[attr-defined]
 
-    # a failure makes the run Failed (visible in the Prefect UI), and its result is the report all the same
+    # a failure makes the run Failed (visible in the Prefect UI), and its report is read all the same
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.INFO)
     handler.emit = records.append  # type: ignore[method-assign]
@@ -50,7 +51,7 @@ def test_ingest_flow_indexes_then_skips(
     monkeypatch.setattr(run_logger, "level", logging.INFO)
     state = flow([str(docs)], tags=["via=prefect"], return_state=True)
     assert state.is_failed() and "1 failures" in (state.message or "")
-    first: IngestReport = state.result(raise_on_failure=False)
+    first: IngestReport = module.report_of(state)  # type: ignore[attr-defined]
     assert (first.documents_indexed, first.pages_indexed, first.documents_failed) == (2, 2, 1)
     assert "not a document" in first.failures[0].reason
     run_logger.removeHandler(handler)
