@@ -707,3 +707,13 @@ def test_docker_compose_refuses_to_start_without_a_qdrant_key(tmp_path: Path) ->
     shutil.copy(ENV_EXAMPLE, env_file)  # as copied: the key still empty
     check = docker_compose("-f", str(COMPOSE), "config", "-q", env_file=env_file)
     assert check.returncode != 0 and "set DOCVEC_QDRANT_API_KEY in .env" in check.stderr, check.stderr
+
+
+def test_the_deploy_page_says_what_the_build_needs_and_how_queries_reach_the_volume() -> None:
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    if "--mount=type=cache" in DOCKERFILE.read_text(encoding="utf-8"):
+        assert "BuildKit" in text and "Compose v2" in text
+    # a query file into the /data volume, the flow's hits out of it
+    assert re.search(r"docker compose cp \S+ worker:/data/queries\.txt", text)
+    assert "--param queries=/data/queries.txt --param out=/data/hits.jsonl" in text
+    assert re.search(r"docker compose cp worker:/data/hits\.jsonl \.", text)
