@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
 import threading
 import time
@@ -340,14 +341,21 @@ def test_upload_png_then_search_then_delete(client: TestClient, tmp_path: Path) 
     up = r.json()
     sha = hashlib.sha256(buf.getvalue()).hexdigest()
     assert up["doc_id"] == sha[:32] and up["pages"] == 1 and not up["already_indexed"]
-    assert Path(up["source"]).name == f"{sha}.png" and Path(up["source"]).parent.name == "uploads"
-    assert up["name"] == "scan.png"  # kept under its content's name, shown under the client's
+    # kept under its content's name in the server's uploads folder, shown under the client's, no path told
+    assert up["source"] == up["name"] == "scan.png"
     assert client.get(f"/documents/{up['doc_id']}").json()["name"] == "scan.png"
     original = client.get(f"/documents/{up['doc_id']}/file")
     assert original.content == buf.getvalue() and "scan.png" in original.headers["content-disposition"]
 
     hits = client.post("/search", json={"query": "scan", "filter": {"doc_id": up["doc_id"]}}).json()["hits"]
-    assert [(h["doc_id"], h["page"], h["name"]) for h in hits] == [(up["doc_id"], 1, "scan.png")]
+    assert [(h["doc_id"], h["page"], h["name"], h["source"]) for h in hits] == [
+        (up["doc_id"], 1, "scan.png", "scan.png")
+    ]
+    listed = client.get("/documents").json()["documents"]
+    assert [d["source"] for d in listed if d["doc_id"] == up["doc_id"]] == ["scan.png"]
+    assert client.get(f"/documents/{up['doc_id']}").json()["source"] == "scan.png"
+    kept = Path(client.app.state.index.pages_of(up["doc_id"])[0].source)  # type: ignore[attr-defined]
+    assert kept.name == f"{sha}.png" and kept.parent.name == "uploads"
     assert client.get(hits[0]["image_url"]).content.startswith(PNG)
     assert hits[0]["tags"] == {"kind": "scan"}
     assert client.get("/documents").json()["total"] == 4
@@ -355,7 +363,7 @@ def test_upload_png_then_search_then_delete(client: TestClient, tmp_path: Path) 
     again = client.post("/documents", files={"file": ("copy.png", buf.getvalue(), "image/png")}).json()
     assert again["doc_id"] == up["doc_id"] and again["already_indexed"] and again["name"] == "scan.png"
 
-    assert Path(up["source"]).is_file()
+    assert kept.is_file()
     d = client.delete(f"/documents/{up['doc_id']}")
     assert d.status_code == 200 and d.json() == {"doc_id": up["doc_id"], "pages_removed": 1}
     assert client.get(f"/documents/{up['doc_id']}").status_code == 404
@@ -643,3 +651,21 @@ def test_operators_endpoints_answer_this_machine_or_the_key(
     h = {"X-API-Key": "s3cret"}
     assert keyed_client.get("/collections").status_code == 401
     assert keyed_client.get("/collections", headers=h).status_code == 200  # a key lets any machine in
+
+
+def test_serve_names_the_model_it_loaded_from_the_collection(
+    tmp_path: Path, tiny_dir: Path, documents: Path
+) -> None:
+    from .processes import served
+
+    data = tmp_path / "data"
+    with Index.open(_settings(data, tiny_dir)) as ix:  # the collection is made with the tiny model...
+        assert ix.add([shutil.copy(documents / "pysamples__smile.png", tmp_path / "smile.png")]).ok
+    # ...and the server is told no model: it takes the collection's, and says which
+    env = {"DOCVEC_DATA_DIR": str(data), "DOCVEC_EMBED__MAX_PIXELS": str(SMALL)}
+    assert "DOCVEC_MODEL" not in os.environ
+    with served(env, tmp_path / "serve.log") as server:
+        health = httpx.get(f"{server.url}/healthz", timeout=30).json()
+        banner = server.tail()
+    assert health["model"] == str(tiny_dir), health
+    assert f"model {tiny_dir} (" in banner and "jina-v4" not in banner, banner

@@ -126,6 +126,13 @@ class Index(Closing):
         another model (or size) made, the one that fits it."""
         return self._live.embedder()
 
+    @property
+    def model(self) -> str:
+        """The model the index searches and writes with, as named (a registry name, a folder): the
+        settings' ``model``, or the collection's own when the settings leave it to the collection. Loads
+        it, as :attr:`embedder` does."""
+        return self._live.model()
+
     def prepare(self) -> None:
         """Load the model and create the collection if it is missing: a server calls this at start, so that
         a bad model, or one that does not fit the collection, fails then and the first request pays for

@@ -105,6 +105,13 @@ class LiveVersion:
             assert self._embedder is not None
             return self._embedder
 
+    def model(self) -> str:
+        """The model the live version is served with, as named (by the settings, or by the version's
+        record when the settings name none)."""
+        self.embedder()
+        assert self._fit is not None
+        return self._fit.model
+
     def for_search(self, version: str) -> Embedder:
         """The model, checked once per version to make the query vectors ``version``'s pages were made for
         (:class:`~docvec.CollectionMismatchError` otherwise)."""

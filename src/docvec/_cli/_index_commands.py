@@ -258,7 +258,7 @@ def serve(
         err.print(
             f"docvec serves {base}/ (search page) and {base}/docs (API)\n"
             f"  collection {s.collection!r} in {store}: {index.count()} pages\n"
-            f"  model {s.model} ({index.embedder.files.language_model.name}); "
+            f"  model {index.model} ({index.embedder.files.language_model.name}); "
             + ("API key required (X-API-Key)" if s.api_key else "no API key (DOCVEC_API_KEY unset)"),
             highlight=False,
             soft_wrap=True,

@@ -206,7 +206,7 @@ class HealthResponse(BaseModel):
     """Whether the model is loaded and the store answers."""
 
     status: str
-    model: str
+    model: str = Field(description="The model loaded, as named: by DOCVEC_MODEL, or by the collection.")
     collection: str
     pages: int | None = None
     multivector: bool | None = Field(

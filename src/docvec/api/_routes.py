@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from functools import partial
 from importlib import resources
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi import Path as PathParam
@@ -41,6 +42,17 @@ def _index(request: Request) -> Index:
     return index
 
 
+_Shown = TypeVar("_Shown", models.SearchHitOut, DocumentSummary, models.DocumentDetail, Upload)
+
+
+def _shown(index: Index, item: _Shown) -> _Shown:
+    """A document as a client sees it: an upload's ``source`` is its display name, never the place the
+    server keeps it in (the operator's endpoints tell paths)."""
+    if Path(item.source).parent == index.uploads:
+        return item.model_copy(update={"source": item.name})
+    return item
+
+
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def search_page() -> HTMLResponse:
     """The search page."""
@@ -53,7 +65,7 @@ def search_page() -> HTMLResponse:
 def healthz(request: Request) -> JSONResponse:
     """200 when the model is loaded and the store answers, else 503."""
     index = _index(request)
-    out = models.HealthResponse(status="ok", model=index.settings.model, collection=index.collection)
+    out = models.HealthResponse(status="ok", model=index.model, collection=index.collection)
     try:
         out.pages = index.count()
         out.search_mode = index.search_mode()
@@ -68,7 +80,7 @@ def _search(
 ) -> models.SearchResponse:
     chosen = index.search_mode(mode)  # type: ignore[arg-type]
     hits = index.search(query, k, flt, mode=chosen, prefetch=prefetch)
-    out = [models.SearchHitOut.from_hit(h) for h in hits]
+    out = [_shown(index, models.SearchHitOut.from_hit(h)) for h in hits]
     return models.SearchResponse(query=query, k=k, mode=chosen, hits=out)
 
 
@@ -92,14 +104,17 @@ def list_documents(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> DocumentList:
     """Indexed documents, one entry each, ordered by source path."""
-    return _index(request).documents(offset=offset, limit=limit)
+    index = _index(request)
+    listed = index.documents(offset=offset, limit=limit)
+    return listed.model_copy(update={"documents": [_shown(index, d) for d in listed.documents]})
 
 
 @router.get("/documents/{doc_id}", response_model=models.DocumentDetail)
 def get_document(request: Request, doc_id: _DOC_ID) -> models.DocumentDetail:
     """One document and its indexed pages."""
-    pages = _index(request).pages_of(doc_id)
-    summary = DocumentSummary.from_payload(pages[0].model_dump())
+    index = _index(request)
+    pages = index.pages_of(doc_id)
+    summary = _shown(index, DocumentSummary.from_payload(pages[0].model_dump()))
     return models.DocumentDetail(
         **summary.model_dump(),
         pages=[
@@ -164,7 +179,7 @@ def upload_document(
     if wait is None:
         wait = file.size is not None and file.size <= state.sync_upload_limit
     if wait:
-        return index.add_upload(file.file, name=name, tags=tags, limit=state.upload_limit)
+        return _shown(index, index.add_upload(file.file, name=name, tags=tags, limit=state.upload_limit))
     document = index.keep_upload(file.file, name=name, limit=state.upload_limit)
     job = state.jobs.submit(name, partial(_index_upload, index, document, name, tags))
     return JSONResponse(job.model_dump(mode="json"), status_code=202, headers={"Location": job.status_url})
@@ -173,9 +188,10 @@ def upload_document(
 def _index_upload(
     index: Index, document: SourceDocument, name: str, tags: tuple[str, ...], progress: Progress
 ) -> Upload:
-    return index.add_upload(
+    upload = index.add_upload(
         document, name=name, tags=tags, progress=lambda page, count: progress(page=page, page_count=count)
     )
+    return _shown(index, upload)
 
 
 @router.get("/jobs/{job_id}", response_model=Job)
