@@ -92,16 +92,32 @@ def test_documents_lists_whole_ids_and_delete_takes_a_prefix(indexed: dict[str, 
     prefix = next(
         ids[0][:n] for n in range(1, 33) if sum(i.startswith(ids[0][:n]) for i in ids) == 1 and n >= 4
     )
-    r = runner.invoke(app, ["delete", prefix], env=indexed)
-    assert r.exit_code == 0 and "removed 1 pages" in r.stdout, r.output
+    r = runner.invoke(app, ["delete", prefix], env={**indexed, "COLUMNS": "200"})
+    gone = next(d for d in docs if d["doc_id"] == ids[0])
+    # the answer names the document, whole, not the prefix typed
+    assert r.exit_code == 0 and f"removed 1 page of {gone['name']} ({gone['doc_id']})" in r.stdout, r.output
     assert len(json.loads(runner.invoke(app, ["documents", "--json"], env=indexed).stdout)) == 2
     r = runner.invoke(app, ["delete", "ffffffffff"], env=indexed)
     assert r.exit_code == 1 and "nothing indexed under ffffffffff" in r.output
 
 
-def test_documents_of_an_empty_index_says_how_to_add(tmp_path: Path) -> None:
-    r = runner.invoke(app, ["documents"], env={"DOCVEC_DATA_DIR": str(tmp_path / "data")})
-    assert r.exit_code == 0 and "docvec ingest" in r.output
+def test_documents_of_an_empty_index_says_how_to_add_and_where_it_looked(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    r = runner.invoke(app, ["documents"], env={"DOCVEC_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"})
+    assert r.exit_code == 0 and "docvec ingest" in r.output and str(tmp_path / "data") in r.output
+
+
+@pytest.mark.parametrize(
+    "command", [["documents"], ["search", "total amount due"], ["delete", "abc123"], ["collections", "list"]]
+)
+def test_reading_commands_never_make_a_mistyped_data_folder(tmp_path: Path, command: list[str]) -> None:
+    typo = tmp_path / "dcovec-data"
+    r = runner.invoke(
+        app, command, env={"DOCVEC_DATA_DIR": str(typo), "DOCVEC_MODEL": "tiny", "COLUMNS": "200"}
+    )
+    assert r.exit_code == 2, r.output
+    assert f"there is no docvec data folder at {typo}" in " ".join(r.output.split())
+    assert not typo.exists()
 
 
 def test_serve_says_where_and_what_and_logs_at_info(indexed: dict[str, str]) -> None:

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from .._config import Settings
 from .._contract import IndexLike
-from .._errors import ConfigError, DocvecError, InputError
+from .._errors import ConfigError, DocvecError, InputError, NotFoundError
 
 __all__ = [
     "CollectionOption",
@@ -29,6 +29,7 @@ __all__ = [
     "open_index",
     "out",
     "program",
+    "read_index",
     "settings",
 ]
 
@@ -102,6 +103,17 @@ def open_index(s: Settings, *, create: bool = True) -> IndexLike:
         err.print(message, style="dim", highlight=False, soft_wrap=True)
 
     return connect(s, create=create, notify=say)
+
+
+def read_index(s: Settings) -> IndexLike:
+    """The index for a command that only reads (or removes what is there): never made by it. A data folder
+    that does not exist is an error naming it, not an empty index (a mistyped DOCVEC_DATA_DIR)."""
+    if not s.qdrant_url and not s.data_dir.is_dir():
+        raise NotFoundError(
+            f"there is no docvec data folder at {s.data_dir} (DOCVEC_DATA_DIR): nothing is indexed there; "
+            "`docvec ingest PATH` makes it"
+        )
+    return open_index(s, create=False)
 
 
 def settings(*, log_level: str | None = None, **overrides: Any) -> Settings:

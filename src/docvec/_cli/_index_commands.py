@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from .._contract import IndexLike
 from .._errors import StoreError
 from .._index import Index
 from .._records import DocumentSummary, IngestReport, SearchFilter
@@ -27,6 +28,7 @@ from ._common import (
     open_index,
     out,
     program,
+    read_index,
     settings,
 )
 from ._progress import IngestDisplay
@@ -107,19 +109,18 @@ def documents(collection: CollectionOption = None, as_json: JsonFlag = False) ->
     """List the indexed documents: id, name, pages, tags, when indexed (--json: a list of documents, each
     as schemas/api-document-summary.schema.json)."""
     s = settings(collection=collection)
-    found: list[DocumentSummary] = []
-    with errors(), open_index(s, create=False) as index:
-        while True:
-            page = index.documents(offset=len(found), limit=1000)
-            found += page.documents
-            if not page.documents or len(found) >= page.total:
-                break
+    with errors(), read_index(s) as index:
+        found = _all_documents(index)
     if as_json:
         sys.stdout.write(json.dumps([d.model_dump(mode="json") for d in found]) + "\n")
         return
     if not found:
+        where = f"Qdrant at {s.qdrant_url}" if s.qdrant_url else str(s.data_dir)
         err.print(
-            f"nothing is indexed in collection {s.collection!r} yet: `docvec ingest PATH` adds documents"
+            f"nothing is indexed in collection {s.collection!r} in {where} yet: `docvec ingest PATH` adds "
+            "documents",
+            highlight=False,
+            soft_wrap=True,
         )
         return
     table = Table("doc_id", "name", "pages", "tags", "indexed")
@@ -142,12 +143,34 @@ def delete(
 ) -> None:
     """Remove a document (all its pages) from the index."""
     s = settings(collection=collection)
-    with errors(), open_index(s, create=False) as index:
+    with errors(), read_index(s) as index:
+        named = _named_by(index, target)  # before they go: the answer names them, not the id's first digits
         n = index.delete(target)
     if not n:
         err.print(f"[bold red]error:[/] nothing indexed under {target}", highlight=False)
         raise typer.Exit(1)
-    out.print(f"removed {n} pages of {target}", highlight=False)
+    what = ", ".join(f"{d.name} ({d.doc_id})" for d in named) if named else target
+    out.print(f"removed {n} page{'s' if n != 1 else ''} of {what}", highlight=False, soft_wrap=True)
+
+
+def _all_documents(index: IndexLike) -> list[DocumentSummary]:
+    found: list[DocumentSummary] = []
+    while True:
+        page = index.documents(offset=len(found), limit=1000)
+        found += page.documents
+        if not page.documents or len(found) >= page.total:
+            return found
+
+
+def _named_by(index: IndexLike, target: str) -> list[DocumentSummary]:
+    """The documents ``docvec delete TARGET`` is about: an id, the start of one, or what was read from a
+    path (a file, or the files under a folder)."""
+    path = os.path.abspath(os.path.expanduser(target))
+    return [
+        d
+        for d in _all_documents(index)
+        if d.doc_id.startswith(target) or d.source == path or d.source.startswith(path.rstrip("/") + "/")
+    ]
 
 
 @app.command()
@@ -181,7 +204,7 @@ def search(
     with errors():
         flt = SearchFilter.parse(filter_ or ())
         # the query and -k are checked before the model is loaded: a typo costs no loading
-        with open_index(s) as index:
+        with read_index(s) as index:
             hits = index.search(query, k, flt, mode=mode.value if mode else None, prefetch=prefetch)
     if as_json:
         sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits]) + "\n")

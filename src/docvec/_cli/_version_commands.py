@@ -10,7 +10,18 @@ import typer
 from rich.table import Table
 
 from .._records import ReindexReport, ReindexSpec
-from ._common import CollectionOption, JsonFlag, app, checked, err, errors, open_index, out, settings
+from ._common import (
+    CollectionOption,
+    JsonFlag,
+    app,
+    checked,
+    err,
+    errors,
+    open_index,
+    out,
+    read_index,
+    settings,
+)
 from ._progress import IngestDisplay
 
 __all__: list[str] = []  # commands register themselves on the app
@@ -87,7 +98,7 @@ def list_versions(collection: CollectionOption = None, as_json: JsonFlag = False
     """The collection's versions: which is live, their model, vector size, page budget and pages (--json:
     a list, schemas/versions.schema.json)."""
     s = settings(collection=collection)
-    with errors(), open_index(s, create=False) as index:
+    with errors(), read_index(s) as index:
         versions = index.versions()
     if as_json:
         sys.stdout.write(json.dumps([v.model_dump(mode="json") for v in versions]) + "\n")
@@ -118,7 +129,7 @@ def drop_version(
 ) -> None:
     """Delete a version of the collection that is not live, and the page images no version uses any more."""
     s = settings(collection=collection)
-    with errors(), open_index(s, create=False) as index:
+    with errors(), read_index(s) as index:
         freed = index.drop_version(version)
     out.print(
         f"dropped {version}; page store: {freed.files_removed} files removed ({freed.bytes_freed} bytes)",
@@ -130,7 +141,7 @@ def drop_version(
 def gc(collection: CollectionOption = None, as_json: JsonFlag = False) -> None:
     """Remove the page images that no version of any collection shows (--json: the counts)."""
     s = settings(collection=collection)
-    with errors(), open_index(s, create=False) as index:
+    with errors(), read_index(s) as index:
         report = index.gc()
     if as_json:
         sys.stdout.write(report.model_dump_json() + "\n")
