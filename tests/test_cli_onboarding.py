@@ -140,6 +140,11 @@ def test_serve_says_where_and_what_and_logs_at_info(indexed: dict[str, str]) -> 
             except httpx.TransportError:
                 time.sleep(0.2)
         httpx.get(f"http://127.0.0.1:{port}/search", params={"q": "x"}, timeout=30)
+        # a second server on the same folder is told where the first one listens
+        second = _docvec("serve", "--port", str(free_port()), env={**indexed, "COLUMNS": "300"})
+        said = [ln for ln in second.stderr.splitlines() if ln.strip()]
+        assert second.returncode == 2 and len(said) == 1, second.stderr
+        assert f"It is `docvec serve` at http://127.0.0.1:{port}: send the work to" in said[0], said
     finally:
         proc.send_signal(signal.SIGINT)
         _, errs = proc.communicate(timeout=60)
@@ -155,6 +160,21 @@ def test_serve_on_a_busy_store_is_one_line(indexed: dict[str, str]) -> None:
         r = _docvec("serve", "--port", str(free_port()), env=indexed)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "is in use by process" in r.stderr
+
+
+def test_serve_on_a_taken_port_is_one_line_and_no_banner(indexed: dict[str, str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = _docvec("serve", "--port", str(port), env={**indexed, "COLUMNS": "300"})
+    said = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("INFO ")]
+    assert r.returncode == 2 and "serves http" not in r.stderr, r.stderr
+    assert said == [
+        f"error: cannot listen on 127.0.0.1:{port}: another server listens there; choose another with --port"
+    ], said
 
 
 def test_serve_with_a_missing_model_is_one_line(indexed: dict[str, str], tmp_path: Path) -> None:

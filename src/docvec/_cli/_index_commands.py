@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import enum
+import errno
 import json
 import os
 import shlex
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,7 +17,7 @@ import typer
 from rich.table import Table
 
 from .._contract import IndexLike
-from .._errors import StoreError
+from .._errors import ConfigError, StoreError
 from .._index import Index
 from .._records import DocumentSummary, IngestReport, SearchFilter
 from ._common import (
@@ -274,6 +276,12 @@ def serve(
             index.close()
             raise
     try:
+        with errors():
+            sock = _listen(host, port)  # a port taken is one line too, and no banner first
+    except BaseException:
+        index.close()
+        raise
+    try:
         base = f"http://{host}:{port}"
         # other docvec processes on this machine find the store held, and send their work here
         index.advertise(f"http://{_local(host)}:{port}")
@@ -290,11 +298,38 @@ def serve(
         config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
         for handler in config["handlers"].values():
             handler["stream"] = "ext://sys.stderr"
-        uvicorn.run(
-            create_app(s, index=index), host=host, port=port, log_level=log_level.lower(), log_config=config
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(s, index=index),
+                host=host,
+                port=port,
+                log_level=log_level.lower(),
+                log_config=config,
+            )
         )
+        server.run(sockets=[sock])
     finally:
+        sock.close()
         index.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (as uvicorn binds one), or :class:`ConfigError` saying why not."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        taken = e.errno == errno.EADDRINUSE
+        why = "another server listens there; choose another with --port" if taken else (e.strerror or str(e))
+        raise ConfigError(f"cannot listen on {host}:{port}: {why}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _local(host: str) -> str:

@@ -100,8 +100,16 @@ class OwnerLock:
             if owner.get("pid") == os.getpid() and owner.get("hostname") == socket.gethostname():
                 who += " (this process: another store on this folder is still open)"
             who += f", running since {owner.get('started', '?')}: {cmd}"
+        served = owner.get("api") if owner else None
+        # a server tells where it listens: the work goes there (docvec's commands do that by themselves)
+        advice = (
+            f"It is `docvec serve` at {served}: send the work to {served} (its API; the docvec commands on "
+            "this machine do so by themselves), or stop it first."
+            if served
+            else _BUSY_ADVICE
+        )
         return StoreBusyError(
-            f"the docvec store at {self.path} is in use by {who}. {_BUSY_ADVICE}",
+            f"the docvec store at {self.path} is in use by {who}. {advice}",
             path=str(self.path),
             owner=owner,
         )
