@@ -158,6 +158,11 @@ def _handler(hub_state: FakeHub) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
 
         def _answer(self, send_body: bool) -> None:
+            if self.path == "/":  # the Hub's home page: what docvec's pull looks at first (not counted)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", self.path.split("?")[0])
             assert m is not None, self.path
             repo, revision, name = m.group(1), unquote(m.group(2)), unquote(m.group(3))

@@ -77,6 +77,12 @@ def test_the_test_model_goes_by_name(cache: Path) -> None:
     empty = {"DOCVEC_CACHE_DIR": str(cache.parent / "empty"), "DOCVEC_MODEL": "tiny"}
     r = runner.invoke(app, ["embed", "-q", "hello"], env=empty)
     assert r.exit_code == 2 and "docvec models pull tiny" in " ".join(r.output.split())
+    # a name docvec does not know is not sent to `models pull`, where it could only fail
+    r = runner.invoke(app, ["embed", "-q", "hello"], env={**empty, "DOCVEC_MODEL": "nosuchmodel"})
+    said = " ".join(r.output.split())
+    assert (
+        r.exit_code == 2 and "models pull" not in said and "jina-v4" in said and "docvec models list" in said
+    )
 
 
 def test_documents_lists_whole_ids_and_delete_takes_a_prefix(indexed: dict[str, str]) -> None:

@@ -235,6 +235,7 @@ def test_download_errors_become_tool_errors(
 
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", offline_mode)
     monkeypatch.setattr(pulling, "hf_hub_download", failing_download)
+    monkeypatch.setattr(pulling, "_hub_reachable", lambda: True)  # the Hub answers; its downloads fail
     with pytest.raises(DocvecError) as info:
         pulling.pull("jina-v4", quant="Q4_K_M", cache_dir=tmp_path)
     assert type(info.value) is ToolError
@@ -625,3 +626,30 @@ def _page(tmp_path: Path) -> Path:
     path = tmp_path / "page.png"
     Image.new("RGB", (280, 280), (200, 180, 90)).save(path)
     return path
+
+
+def test_a_hub_out_of_reach_reads_the_cache_only_and_says_where_to_copy_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Refused:  # this suite's sockets are off: the session the probe uses, refused as by no network
+        def head(self, url: str, **kwargs: Any) -> None:
+            raise httpx2.ConnectError("connection refused")
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(pulling, "get_session", Refused)
+    asked: list[dict[str, Any]] = []
+    real = pulling.hf_hub_download
+
+    def recorded(**kwargs: Any) -> str:
+        asked.append(kwargs)
+        return str(real(**kwargs))
+
+    monkeypatch.setattr(pulling, "hf_hub_download", recorded)
+    with pytest.raises(ToolError) as info:
+        pulling.pull("jina-v4", cache_dir=tmp_path / "hf", docvec_cache_dir=tmp_path / "docvec")
+    # one look at the Hub, then the cache alone (no retries per file)
+    assert [a["local_files_only"] for a in asked] == [True]
+    folder = tmp_path / "docvec" / "models" / "jina-v4-copied"
+    message = " ".join(str(info.value).split())
+    assert "could not be reached" in message and f"into {folder} and set DOCVEC_MODEL={folder}" in message
+    assert f"copy {LM_DEFAULT} and {MMPROJ} from a machine that has them" in message

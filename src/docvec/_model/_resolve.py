@@ -8,7 +8,7 @@ from pathlib import Path
 from .._errors import ModelNotFoundError
 from ._files import ModelFiles, check_pair, head_beside, is_head
 from ._gguf import GGUFInfo, read_gguf_info
-from ._registry import find_registered
+from ._registry import REGISTRY_NAME, find_registered, registry_names
 
 __all__ = ["resolve_model"]
 
@@ -61,6 +61,12 @@ def resolve_model(
         )
     files = find_registered(text, cache_dir=cache_dir)
     if files is None:
+        known = [*registry_names(), REGISTRY_NAME]
+        if text.lower() not in known:  # a typo, or a name docvec does not know: pulling it can only fail
+            raise ModelNotFoundError(
+                f"'{text}' is neither a model folder, a 'LM.gguf,MMPROJ.gguf' pair, nor a registry model "
+                f"(those are {', '.join(known)}; `docvec models list` shows them)"
+            )
         raise ModelNotFoundError(
             f"'{text}' is neither a model folder, a 'LM.gguf,MMPROJ.gguf' pair, nor a downloaded model; "
             f"for a registry model run `docvec models pull {text}` first"

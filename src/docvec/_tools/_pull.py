@@ -44,6 +44,7 @@ from huggingface_hub.errors import (
 # cannot read as explicit exports
 from huggingface_hub.utils import (  # type: ignore[attr-defined]
     build_hf_headers,
+    get_session,
     hf_raise_for_status,
     http_stream_backoff,
 )
@@ -136,17 +137,30 @@ def pull(
     key = quant_key(model, quant)
     mm_type = _mmproj_type(model, mmproj)
     docvec_cache_dir = docvec_cache_dir or default_cache_dir()
+    # One quick look at the Hub first: out of reach, the cache alone is read, at once, instead of each file
+    # retrying for half a minute before it says the same.
+    offline = hf_constants.is_offline_mode() or not _hub_reachable()
     if model.checkpoint_repo is not None:
         files, commit = _pull_checkpoint(model, key, cache_dir, token, docvec_cache_dir, threads=threads)
     else:
         assert model.mmproj_file is not None  # a published GGUF pair
         lm_name = lm_file(model, key)
         logger.info("pulling %s: %s and %s", model.name, lm_name, model.mmproj_file)
-        lm_path = _download(model.lm_repo, lm_name, model.revision, cache_dir, token)
-        mmproj_path = _download(model.mmproj_repo, model.mmproj_file, model.revision, cache_dir, token)
+        folder = docvec_cache_dir / "models" / f"{model.name}-copied"
+        advice = _Advice(
+            otherwise=(
+                f"or copy {lm_name} and {model.mmproj_file} from a machine that has them into {folder} and "
+                f"set DOCVEC_MODEL={folder}"
+            ),
+            missing="Pick another --quant",
+        )
+        lm_path = _download(model.lm_repo, lm_name, model.revision, cache_dir, token, advice, offline=offline)
+        mmproj_path = _download(
+            model.mmproj_repo, model.mmproj_file, model.revision, cache_dir, token, advice, offline=offline
+        )
         head_path = None
         if head and model.head_repo is not None:
-            head_path = _pull_head(model, cache_dir, docvec_cache_dir, token)
+            head_path = _pull_head(model, cache_dir, docvec_cache_dir, token, offline=offline)
         files = ModelFiles(language_model=lm_path, mmproj=mmproj_path, head=head_path)
         commit = lm_path.parent.name  # the HF cache's snapshots/<commit>/
     if key == model.default_quant and mm_type is None:
@@ -305,9 +319,11 @@ def _download(
     cache_dir: Path | None,
     token: str | None,
     advice: _Advice = _GGUF_ADVICE,
+    *,
+    offline: bool = False,
 ) -> Path:
     """Download (or reuse from the cache) one file; every failure becomes a :class:`ToolError` that ends
-    with ``advice`` on what to do."""
+    with ``advice`` on what to do. ``offline``: the Hub is out of reach, only the cache is read."""
     logger.info("fetching %s from %s (revision %s)", filename, repo_id, revision)
     try:
         local = hf_hub_download(
@@ -317,12 +333,31 @@ def _download(
             cache_dir=cache_dir,
             token=token,
             library_name="docvec",
+            local_files_only=offline,
         )
     except Exception as exc:  # huggingface_hub, httpx and OS errors: none may escape
         raise ToolError(_failure_message(exc, repo_id, filename, revision, advice)) from exc
     path = Path(str(local))
     logger.info("%s is at %s", filename, path)
     return path
+
+
+def _hub_reachable() -> bool:
+    """Whether the Hub answers at all (any HTTP status will do), in a few seconds and without retries."""
+    try:
+        get_session().head(hf_constants.ENDPOINT, timeout=_PROBE_TIMEOUT_S)
+    except Exception as exc:  # httpx's transport errors, OS errors: out of reach either way
+        logger.info(
+            "the Hugging Face Hub at %s is out of reach (%s): reading the cache only",
+            hf_constants.ENDPOINT,
+            exc,
+        )
+        return False
+    return True
+
+
+#: how long a look at the Hub may take before docvec reads its cache only
+_PROBE_TIMEOUT_S = 5.0
 
 
 def _failure_message(
@@ -492,7 +527,12 @@ def _head_advice(model: RegistryModel) -> _Advice:
 
 
 def _pull_head(
-    model: RegistryModel, cache_dir: Path | None, docvec_cache_dir: Path, token: str | None
+    model: RegistryModel,
+    cache_dir: Path | None,
+    docvec_cache_dir: Path,
+    token: str | None,
+    *,
+    offline: bool = False,
 ) -> Path:
     """Get ``model``'s multi-vector head into docvec's cache (or find it there) and return its path."""
     assert model.head_repo is not None
@@ -500,6 +540,15 @@ def _pull_head(
     advice = _head_advice(model)
     root = model_root(model, docvec_cache_dir)
     cached = cached_head(root, revision)
+    if offline and not hf_constants.is_offline_mode():
+        if cached is not None:
+            return cached
+        raise ToolError(
+            f"could not get the multi-vector head of {model.name} from https://huggingface.co/{repo} "
+            f"(revision {revision}): the Hugging Face Hub could not be reached and it is not in docvec's "
+            f"cache ({root}). Check the network connection (and HTTPS_PROXY if you use a proxy), "
+            f"{advice.otherwise}."
+        )
     if hf_constants.is_offline_mode():
         if cached is not None:
             return cached
