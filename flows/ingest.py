@@ -103,10 +103,16 @@ def ingest_flow(
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="docvec ingestion flow")
-    ap.add_argument("paths", nargs="+")
-    ap.add_argument("--no-recursive", action="store_true")
-    ap.add_argument("--prune", action="store_true")
-    ap.add_argument("--tag", action="append", default=[])
+    ap.add_argument("paths", nargs="+", help="files, folders (read recursively) and glob patterns")
+    ap.add_argument("--no-recursive", action="store_true", help="read only the top of each folder")
+    ap.add_argument("--prune", action="store_true", help="also drop the documents whose files are gone")
+    ap.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="stored with every page (repeatable); without --tag a document keeps its tags",
+    )
     ap.add_argument("--max-failures", type=int, default=0, help="failures a run may have and still succeed")
     ap.add_argument("--cron", help="serve the flow on this schedule (needs a Prefect server)")
     args = ap.parse_args()

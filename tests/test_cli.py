@@ -163,3 +163,49 @@ def test_demo_indexes_the_samples_and_searches(tmp_path: Path, cache_dir: Path) 
     assert "weights are random" in out and out.count(".pdf") + out.count(".png") >= 3
     again = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")], env=env)
     assert "skipped 3 unchanged" in " ".join(again.stdout.split())
+
+
+def _command_paths() -> list[list[str]]:
+    import typer.main
+
+    def walk(cmd: object, path: list[str]) -> list[list[str]]:
+        found = [path]
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            found += walk(sub, [*path, name])
+        return found
+
+    return walk(typer.main.get_command(app), [])
+
+
+@pytest.mark.parametrize("command", _command_paths(), ids=lambda c: " ".join(c) or "docvec")
+def test_help_pages_speak_the_command_line_not_python(command: list[str]) -> None:
+    r = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    for python in ("<str>", "<int>", "<bool>", "<path>", "list[", "described below"):
+        assert python not in r.stdout, f"{python!r} in `docvec {' '.join(command)} --help`:\n{r.stdout}"
+    usage = next(ln for ln in r.stdout.splitlines() if "Usage:" in ln)
+    assert "{" not in usage and "}" not in usage, usage
+
+
+@pytest.mark.parametrize("flow", ["ingest", "query", "reindex"])
+def test_every_flow_option_has_help(flow: str) -> None:
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(
+        [sys.executable, str(root / "flows" / f"{flow}.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    # argparse prints an option or argument with no help text as its name alone on its line, with no help
+    # line below it either
+    lines = r.stdout.splitlines()
+    section = r.stdout.split("\n\n", 2)[-1]  # past the usage lines
+    bare = [
+        ln
+        for i, ln in enumerate(lines)
+        if ln in section
+        and re.fullmatch(r"  (-[\w-]+( [A-Z_=]+)?(, )?)+|  [a-z_]+", ln)
+        and not (i + 1 < len(lines) and lines[i + 1].startswith(" " * 10))
+    ]
+    assert not bare, f"options without help in flows/{flow}.py:\n{r.stdout}"

@@ -16,6 +16,7 @@ from rich.console import Console
 from .._config import Settings
 from .._contract import IndexLike
 from .._errors import ConfigError, DocvecError, InputError, NotFoundError
+from . import _help
 
 __all__ = [
     "CollectionOption",
@@ -35,6 +36,7 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
+_help.install()
 app = typer.Typer(
     help="docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp.",
     no_args_is_help=True,
@@ -51,7 +53,9 @@ ModelOption = Annotated[
     str | None, typer.Option("--model", "-m", help="Model folder, LM,MMPROJ pair or registry name.")
 ]
 CollectionOption = Annotated[str | None, typer.Option(help="Collection (default: DOCVEC_COLLECTION).")]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (described below).")]
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print JSON instead of a table (its schema: in the description above).")
+]
 
 
 def _version(value: bool) -> None:
