@@ -91,8 +91,12 @@ def test_documents_lists_whole_ids_and_delete_takes_a_prefix(indexed: dict[str, 
     docs = json.loads(r.stdout)
     assert sorted(d["name"] for d in docs) == ["page 1.png", "page 2.png", "page 3.png"]
     assert all(len(d["doc_id"]) == 32 and d["tags"] == {"team": "ops"} for d in docs)
-    table = runner.invoke(app, ["documents"], env={**indexed, "COLUMNS": "200"})
-    assert all(d["doc_id"] in table.stdout for d in docs)  # whole, to copy
+    for width in ("200", "80", "40"):  # whole, to copy, at any width (CliRunner's output is a pipe)
+        table = runner.invoke(app, ["documents"], env={**indexed, "COLUMNS": width})
+        assert all(d["doc_id"] in table.stdout for d in docs), table.stdout
+        assert all(d["name"] in table.stdout for d in docs), table.stdout
+    hits = runner.invoke(app, ["search", "a page", "-k", "3"], env={**indexed, "COLUMNS": "80"})
+    assert hits.exit_code == 0 and all(d["doc_id"] in hits.stdout for d in docs), hits.stdout
     ids = sorted(d["doc_id"] for d in docs)
     # the shortest prefix that only one id has
     prefix = next(

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich import box
+from rich.table import Column, Table
 
 from .._contract import IndexLike
 from .._errors import ConfigError, StoreError
@@ -125,14 +126,40 @@ def documents(collection: CollectionOption = None, as_json: JsonFlag = False) ->
             soft_wrap=True,
         )
         return
-    table = Table("doc_id", "name", "pages", "tags", "indexed")
-    for d in found:
-        pages = (
-            str(d.page_count) if d.pages_indexed == d.page_count else f"{d.pages_indexed} of {d.page_count}"
+    rows = [
+        (
+            d.doc_id,
+            d.name,
+            str(d.page_count) if d.pages_indexed == d.page_count else f"{d.pages_indexed} of {d.page_count}",
+            "\n".join(f"{k}={v}" for k, v in d.tags.items()),
+            d.ingested_at.strftime("%Y-%m-%d %H:%M"),
         )
-        tags = ", ".join(f"{k}={v}" for k, v in d.tags.items())
-        table.add_row(d.doc_id, d.name, pages, tags, d.ingested_at.strftime("%Y-%m-%d %H:%M"))
+        for d in found
+    ]
+    # Ids whole at any width (they are copied into `docvec delete`): a table where one fits beside the
+    # others, else a document a few lines.
+    if out.width < _NARROW:
+        for doc_id, name, pages, tags, indexed in rows:
+            out.print(doc_id, highlight=False, soft_wrap=True)
+            out.print(f"  {name}, {pages} page{'s' if pages != '1' else ''}, {indexed}", highlight=False)
+            for tag in tags.splitlines():
+                out.print(f"  {tag}", highlight=False)
+        return
+    table = Table(
+        Column("doc_id", no_wrap=True, min_width=32),
+        Column("name", overflow="fold", ratio=2),
+        Column("pages", no_wrap=True),
+        Column("tags", overflow="fold", ratio=1),
+        Column("indexed", no_wrap=True),
+        box=box.SIMPLE_HEAD,
+    )
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
+
+
+#: below this many columns, a table would cut ids or squeeze names to a few letters a line
+_NARROW = 100
 
 
 @app.command()
@@ -214,7 +241,13 @@ def search(
     if not hits:
         err.print("no matching pages")
         return
-    table = Table("rank", "score", "document", "page", "doc_id")
+    table = Table(
+        "rank",
+        "score",
+        Column("document", overflow="fold"),
+        "page",
+        Column("doc_id", no_wrap=True, min_width=32),
+    )
     for rank, h in enumerate(hits, start=1):
         table.add_row(str(rank), f"{h.score:+.4f}", h.name, str(h.page), h.doc_id)
     out.print(table)
