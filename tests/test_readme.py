@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from docvec._cli._demo import NEXT_COMMANDS, sample_documents
+
 from .helpers import ROOT
 from .processes import free_port
 
@@ -51,10 +53,14 @@ def test_the_demo_then_the_quickstart_as_written(home: dict[str, str]) -> None:
     demo = _run(".venv/bin/docvec demo", home)
     assert demo.returncode == 0, demo.stderr[-2000:]
     data = Path(home["HOME"]) / ".cache" / "docvec" / "demo-data"
-    # the demo ends with the exact next commands: the same model and data folder as the README's
-    assert f"export DOCVEC_MODEL=tiny DOCVEC_DATA_DIR={shlex.quote(str(data))}" in demo.stdout
-    env = dict(home)
+    # the demo ends with the README's next commands, with this machine's paths
     commands = _quickstart()
+    readme = {"model": "tiny", "data": "~/.cache/docvec/demo-data", "docvec": ".venv/bin/docvec"}
+    assert commands == [c.format(**readme, samples="src/docvec/samples") for c in NEXT_COMMANDS]
+    here = {**readme, "data": shlex.quote(str(data)), "docvec": f"{BIN}/docvec"}
+    for c in NEXT_COMMANDS:
+        assert c.format(**here, samples=str(sample_documents())) in demo.stdout, (c, demo.stdout)
+    env = dict(home)
     assert commands[0].startswith("export ") and any(" serve" in c for c in commands)
     for line in commands:
         if line.startswith("export "):

@@ -19,6 +19,18 @@ __all__ = ["QUERY", "run_demo", "sample_documents"]
 QUERY = "total amount due on the invoice"
 
 
+#: What to try next, as the README's quick start has it (tests/test_readme.py holds them equal): the
+#: demo prints them with this machine's program, model, data folder and samples.
+NEXT_COMMANDS = (
+    "export DOCVEC_MODEL={model} DOCVEC_DATA_DIR={data}",
+    '{docvec} search "total amount due" -k 3',
+    "{docvec} documents",
+    "{docvec} ingest {samples}/revenue-chart.png --tag team=finance",
+    '{docvec} search "revenue by quarter" --filter tag=team=finance --json',
+    "{docvec} serve --port 8000   # the search page at http://127.0.0.1:8000/; Ctrl-C stops it",
+)
+
+
 def sample_documents() -> Path:
     """The folder of sample documents shipped with docvec (our own, licence-clean)."""
     return Path(str(resources.files("docvec") / "samples"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import errno
@@ -340,7 +341,8 @@ def serve(
                 log_config=config,
             )
         )
-        server.run(sockets=[sock])
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops (as in uvicorn.run)
+            server.run(sockets=[sock])
     finally:
         sock.close()
         index.close()
@@ -383,7 +385,7 @@ def demo(
     The index goes to DOCVEC_DATA_DIR (default: a demo folder under the cache), never to a real one.
     """
     from .._model._registry import REGISTRY_NAME, tiny_model_dir
-    from ._demo import run_demo
+    from ._demo import NEXT_COMMANDS, run_demo, sample_documents
 
     s = settings()
     if "DOCVEC_DATA_DIR" not in os.environ:
@@ -392,13 +394,15 @@ def demo(
         run_demo(s, model_dir=model_dir or tiny_model_dir(s.cache_dir), console=out)
     model = shlex.quote(str(model_dir)) if model_dir else REGISTRY_NAME
     exe = shlex.quote(program())
+    values = {
+        "model": model,
+        "data": shlex.quote(str(s.data_dir)),
+        "docvec": exe,
+        "samples": shlex.quote(str(sample_documents())),
+    }
     out.print(
         "\nNext, the demo index from the command line (paste into this shell):\n"
-        f"  export DOCVEC_MODEL={model} DOCVEC_DATA_DIR={shlex.quote(str(s.data_dir))}\n"
-        f"  {exe} search 'total amount due' -k 3\n"
-        f"  {exe} documents\n"
-        f"  {exe} ingest PATH_TO_YOUR_PDFS --tag source=mine\n"
-        f"  {exe} serve            # then open http://127.0.0.1:8000/",
+        + "\n".join(f"  {line.format(**values)}" for line in NEXT_COMMANDS),
         highlight=False,
         soft_wrap=True,
     )
