@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -67,3 +68,36 @@ def test_ingest_flow_indexes_then_skips(
         live = [v.profile for v in index.versions() if v.live]
     assert len(payloads) == 2 and all(p["tags"] == ["again=yes", "via=prefect"] for p in payloads)
     assert live == [{"tiny_dir": "jina-embeddings-v4", "qwen3vl_dir": "qwen3-vl-embedding"}[model]]
+
+
+def test_the_flows_turn_prefect_telemetry_off_before_prefect_loads() -> None:
+    import subprocess
+    import sys
+
+    for name in ("ingest", "query", "reindex"):
+        text = (ROOT / "flows" / f"{name}.py").read_text(encoding="utf-8")
+        assert text.index("import _offline") < text.index("from prefect"), name
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED")
+    }
+    code = (
+        "import sys, os; sys.path.insert(0, 'flows'); import _offline; "
+        "from prefect.settings import get_current_settings as s; "
+        "print(os.environ['DO_NOT_TRACK'], s().server.analytics_enabled)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0 and r.stdout.split() == ["1", "False"], r.stdout + r.stderr
+
+
+def test_docs_prefect_deploys_the_users_own_folder_without_telemetry() -> None:
+    text = (ROOT / "docs" / "prefect.md").read_text(encoding="utf-8")
+    setup = text[text.index("## Set-up on one machine") :].split("```sh", 1)[1].split("```", 1)[0]
+    assert "export DO_NOT_TRACK=1 PREFECT_SERVER_ANALYTICS_ENABLED=false" in setup
+    # as tests/test_deployments.py's `deployed` does after `deploy --all`: prefect.yaml's /documents is the
+    # container's folder, which a machine of one's own does not have
+    lines = [ln.split("#")[0].strip() for ln in setup.splitlines()]
+    assert lines.index("prefect deploy --all") < lines.index(
+        'prefect deploy --name scheduled --param "paths=[\\"$HOME/papers\\"]"'
+    )

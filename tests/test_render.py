@@ -525,3 +525,21 @@ def test_the_consumers_time_is_not_charged(tmp_path: Path) -> None:
         for page in r.pages(path):
             assert isinstance(page, RenderedPage)
             time.sleep(0.5)
+
+
+def test_workers_that_cannot_start_stop_the_run_not_one_document(
+    documents: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_dir: Path
+) -> None:
+    from docvec import Index, RendererStartError, Settings
+    from docvec._render import _renderer
+
+    # a worker that exits before it says it is ready (as one whose environment is broken does)
+    monkeypatch.setattr(_renderer, "_ENTRY", "import sys; sys.exit(3)")
+    with Renderer(target_pixels=TARGET_PIXELS) as r, pytest.raises(RendererStartError) as e:
+        r.open(documents / "pysamples__minimal-document.pdf")
+    assert "the render worker could not start (exit code 3)" in str(e.value)
+    with (
+        Index.open(Settings(data_dir=tmp_path / "data", model=str(tiny_dir))) as index,
+        pytest.raises(RendererStartError),
+    ):
+        index.add([documents / "pysamples__minimal-document.pdf", documents / "pysamples__smile.png"])

@@ -57,7 +57,10 @@ def ingest(
     ] = True,
     collection: CollectionOption = None,
     prune: Annotated[bool, typer.Option("--prune", help="Remove documents whose files are gone.")] = False,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE metadata (repeatable).")] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="KEY=VALUE metadata (repeatable); without it, documents keep theirs."),
+    ] = None,
     model: ModelOption = None,
     progress_every: Annotated[
         float, typer.Option(help="Seconds between progress lines when not on a terminal (cron, CI).")
@@ -74,7 +77,7 @@ def ingest(
     as_json: JsonFlag = False,
 ) -> None:
     """Index documents: render every page, embed it, store it; unchanged files are skipped, and take the
-    run's tags (--json: the run's summary, schemas/ingest-report.schema.json)."""
+    run's tags if it gives any (--json: the run's summary, schemas/ingest-report.schema.json)."""
     s = settings(model=model, collection=collection, multivector=multivector)
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
     try:
