@@ -180,7 +180,8 @@ def delete(
         named = _named_by(index, target)  # before they go: the answer names them, not the id's first digits
         n = index.delete(target)
     if not n:
-        err.print(f"[bold red]error:[/] nothing indexed under {target}", highlight=False)
+        shown = target if len(target) <= 200 else f"{target[:197]}..."  # not a pasted page back in full
+        err.print(f"[bold red]error:[/] nothing indexed under {shown}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     what = ", ".join(f"{d.name} ({d.doc_id})" for d in named) if named else target
     out.print(f"removed {n} page{'s' if n != 1 else ''} of {what}", highlight=False, soft_wrap=True)

@@ -160,5 +160,6 @@ def delete_target(
     delete` does)."""
     removed = _index(request).delete(target, by=by)
     if not removed:
-        raise NotFoundError(f"nothing indexed under {target}")
+        shown = target if len(target) <= 200 else f"{target[:197]}..."
+        raise NotFoundError(f"nothing indexed under {shown}")
     return models.DeleteResponse(doc_id=target, pages_removed=removed)
