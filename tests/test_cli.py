@@ -69,7 +69,8 @@ def test_embed_table(tiny_dir: Path) -> None:
     ("args", "message"),
     [
         (["embed", "--model", "/no/such/model", "-q", "x"], "/no/such/model: no such file or folder"),
-        (["embed", "-q", "x", "--model", "never-pulled"], "docvec models pull never-pulled"),
+        # a name docvec does not know: the registry's are listed, no pull is offered
+        (["embed", "-q", "x", "--model", "never-pulled"], "nor a registry model (those are jina-v4,"),
         (["embed", "-q", "x", "--dim", "300", "--model", "{tiny}"], "dim must be one of"),
         (["embed", "-q", "x", "--dim", "0"], "dim"),
         (["embed"], "give at least one --query, --passage or --image"),

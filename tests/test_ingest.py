@@ -549,7 +549,8 @@ def test_delete_on_a_data_folder_that_does_not_exist_creates_nothing(tmp_path: P
     env = {"DOCVEC_DATA_DIR": str(tmp_path / "nothing-here")}
     for args in (["delete", "0123abcd"], ["documents"]):
         r = CliRunner().invoke(app, args, env=env)
-        assert r.exit_code in (0, 1) and "Traceback" not in r.output
+        assert r.exit_code == 2 and "Traceback" not in r.output
+        assert "there is no docvec data folder at" in " ".join(r.output.split())
     assert not (tmp_path / "nothing-here").exists()
 
 

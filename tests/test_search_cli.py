@@ -173,9 +173,15 @@ def test_query_flow_writes_json_lines(
 
 
 def test_cli_search_before_anything_is_indexed(indexed: Settings, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()  # a data folder, with nothing indexed in it
     env = {**_env(indexed), "DOCVEC_DATA_DIR": str(tmp_path / "empty")}
     r = runner.invoke(app, ["search", "x"], env=env)
-    assert r.exit_code == 2 and "run `docvec ingest` first" in " ".join(r.output.split())
+    assert r.exit_code == 2 and "run `docvec ingest` first" in " ".join(r.output.split()), r.output
+    # one that is not there (a typo) is named, and not made
+    env["DOCVEC_DATA_DIR"] = str(tmp_path / "emtpy")
+    r = runner.invoke(app, ["search", "x"], env=env)
+    assert r.exit_code == 2 and f"no docvec data folder at {tmp_path / 'emtpy'}" in " ".join(r.output.split())
+    assert not (tmp_path / "emtpy").exists()
 
 
 def test_query_file_lines_are_checked_first(tmp_path: Path) -> None:

@@ -23,7 +23,14 @@ import numpy.typing as npt
 import pytest
 
 import docvec._store as store_pkg
-from docvec import CollectionNotFoundError, DocvecError, StoreBusyError, StoreError, StoreUnavailableError
+from docvec import (
+    CollectionNotFoundError,
+    ConflictError,
+    DocvecError,
+    StoreBusyError,
+    StoreError,
+    StoreUnavailableError,
+)
 from docvec._store import (
     LAYOUT,
     EdgeBackend,
@@ -788,7 +795,7 @@ def test_versions_switch_atomically_and_keep_their_records(opener: Opener) -> No
     s.switch("docs", second)
     assert s.live("docs") == second and s.count("docs") == 3 and s.count(first) == 5
     assert len(s.search("docs", np.ones(8, np.float32), 10)) == 3
-    with pytest.raises(StoreError, match="live"):
+    with pytest.raises(ConflictError, match="live"):  # a request the state refuses (409 over the API)
         s.drop(second)
     with pytest.raises(StoreError, match="not a version"):
         s.switch("docs", "other.v1")
