@@ -21,7 +21,7 @@ from rich.table import Column, Table
 from .._contract import IndexLike
 from .._errors import ConfigError, StoreError
 from .._index import Index
-from .._records import DocumentSummary, IngestReport, SearchFilter
+from .._records import DocumentSummary, IngestReport, SearchFilter, counted, shortened
 from ._common import (
     CollectionOption,
     JsonFlag,
@@ -145,7 +145,7 @@ def documents(collection: CollectionOption = None, as_json: JsonFlag = False) ->
     if out.width < _NARROW:
         for doc_id, name, pages, tags, indexed in rows:
             out.print(doc_id, highlight=False, soft_wrap=True)
-            out.print(f"  {name}, {pages} page{'s' if pages != '1' else ''}, {indexed}", highlight=False)
+            out.print(f"  {name}, {pages} page{'' if pages == '1' else 's'}, {indexed}", highlight=False)
             for tag in tags.splitlines():
                 out.print(f"  {tag}", highlight=False)
         return
@@ -180,11 +180,12 @@ def delete(
         named = _named_by(index, target)  # before they go: the answer names them, not the id's first digits
         n = index.delete(target)
     if not n:
-        shown = target if len(target) <= 200 else f"{target[:197]}..."  # not a pasted page back in full
-        err.print(f"[bold red]error:[/] nothing indexed under {shown}", highlight=False, soft_wrap=True)
+        err.print(
+            f"[bold red]error:[/] nothing indexed under {shortened(target)}", highlight=False, soft_wrap=True
+        )
         raise typer.Exit(1)
     what = ", ".join(f"{d.name} ({d.doc_id})" for d in named) if named else target
-    out.print(f"removed {n} page{'s' if n != 1 else ''} of {what}", highlight=False, soft_wrap=True)
+    out.print(f"removed {counted(n, 'page')} of {what}", highlight=False, soft_wrap=True)
 
 
 def _all_documents(index: IndexLike) -> list[DocumentSummary]:

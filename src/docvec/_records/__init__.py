@@ -18,9 +18,11 @@ from ._rules import (
     check_k,
     check_prefetch,
     check_query,
+    counted,
     display_name,
     parse_tag,
     parse_tags,
+    shortened,
     tag_dict,
 )
 from ._search import FILTER_KEYS, Hit, SearchFilter, SearchMode
@@ -55,9 +57,11 @@ __all__ = [
     "check_k",
     "check_prefetch",
     "check_query",
+    "counted",
     "display_name",
     "parse_tag",
     "parse_tags",
+    "shortened",
     "tag_dict",
 ]
 

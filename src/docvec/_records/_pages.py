@@ -12,6 +12,8 @@ from pydantic import (
     Field,
 )
 
+from ._rules import counted
+
 __all__ = [
     "EmbeddingInfo",
     "EmbeddingRecord",
@@ -101,10 +103,6 @@ class IngestFailure(BaseModel):
         return f"{self.path} page {self.page}: {self.reason}" if self.page else f"{self.path}: {self.reason}"
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 class IngestReport(BaseModel):
     """What an ingest run did: `docvec ingest --json` prints this."""
 
@@ -138,13 +136,21 @@ class IngestReport(BaseModel):
     def summary(self) -> str:
         """The run in one line, as ``docvec ingest`` and the ingest flow report it."""
         return (
-            f"indexed {_n(self.documents_indexed, 'document')} ({_n(self.pages_indexed, 'page')}); "
-            f"skipped {self.documents_skipped} unchanged ({_n(self.pages_skipped, 'page')}"
+            f"indexed {counted(self.documents_indexed, 'document')} ({counted(self.pages_indexed, 'page')}); "
+            f"skipped {self.documents_skipped} unchanged ({counted(self.pages_skipped, 'page')}"
             + (f", {self.documents_updated} updated in place" if self.documents_updated else "")
-            + f"); failed {_n(self.documents_failed, 'document')}, {_n(self.pages_failed, 'page')}"
-            + (f"; retagged {_n(self.documents_retagged, 'document')}" if self.documents_retagged else "")
+            + f"); failed {counted(self.documents_failed, 'document')}, {counted(self.pages_failed, 'page')}"
+            + (
+                f"; retagged {counted(self.documents_retagged, 'document')}"
+                if self.documents_retagged
+                else ""
+            )
             + (f"; removed {self.documents_removed}" if self.documents_removed else "")
-            + (f"; ignored {_n(len(self.ignored), 'file')} that are not documents" if self.ignored else "")
+            + (
+                f"; ignored {counted(len(self.ignored), 'file')} that are not documents"
+                if self.ignored
+                else ""
+            )
         )
 
     def __add__(self, other: IngestReport) -> IngestReport:

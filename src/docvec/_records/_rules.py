@@ -22,9 +22,11 @@ __all__ = [
     "check_prefetch",
     "check_query",
     "check_tags_mapping",
+    "counted",
     "display_name",
     "parse_tag",
     "parse_tags",
+    "shortened",
     "tag_dict",
 ]
 
@@ -120,3 +122,13 @@ def check_tags_mapping(tags: dict[str, str] | None) -> dict[str, str] | None:
 def display_name(payload: dict[str, Any]) -> str:
     """What to call a stored document: its recorded name, else its file's name."""
     return str(payload.get("name") or os.path.basename(str(payload.get("source", ""))))
+
+
+def counted(count: int, word: str) -> str:
+    """``"1 page"``, ``"2 pages"``: a count and its noun, as docvec's messages write them."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def shortened(text: str, limit: int = 200) -> str:
+    """``text`` as a message quotes an input back: whole up to ``limit`` characters, else cut with "..."."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

@@ -137,13 +137,13 @@ def pull(
     key = quant_key(model, quant)
     mm_type = _mmproj_type(model, mmproj)
     docvec_cache_dir = docvec_cache_dir or default_cache_dir()
-    # One quick look at the Hub first: out of reach, the cache alone is read, at once, instead of each file
-    # retrying for half a minute before it says the same.
-    offline = hf_constants.is_offline_mode() or not _hub_reachable()
     if model.checkpoint_repo is not None:
         files, commit = _pull_checkpoint(model, key, cache_dir, token, docvec_cache_dir, threads=threads)
     else:
         assert model.mmproj_file is not None  # a published GGUF pair
+        # One quick look at the Hub first: out of reach, the cache alone is read, at once, instead of each
+        # file retrying for half a minute before it says the same.
+        offline = hf_constants.is_offline_mode() or not _hub_reachable()
         lm_name = lm_file(model, key)
         logger.info("pulling %s: %s and %s", model.name, lm_name, model.mmproj_file)
         folder = docvec_cache_dir / "models" / f"{model.name}-copied"

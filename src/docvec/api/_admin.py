@@ -28,6 +28,7 @@ from .._records import (
     ReindexReport,
     ReindexSpec,
     VersionInfo,
+    shortened,
 )
 from . import _models as models
 from ._jobs import Job, Jobs, Progress
@@ -160,6 +161,5 @@ def delete_target(
     delete` does)."""
     removed = _index(request).delete(target, by=by)
     if not removed:
-        shown = target if len(target) <= 200 else f"{target[:197]}..."
-        raise NotFoundError(f"nothing indexed under {shown}")
+        raise NotFoundError(f"nothing indexed under {shortened(target)}")
     return models.DeleteResponse(doc_id=target, pages_removed=removed)
