@@ -9,7 +9,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ._points import Filter, Point, Record, ScoredPoint
+from .._text._terms import SparseVector
+from ._points import Filter, Point, Record, ScoredPoint, Visual
 
 __all__ = ["Backend"]
 
@@ -31,11 +32,15 @@ class Backend(Protocol):
         """The dim of collection ``name``'s vector, ``None`` when the collection does not exist."""
         ...
 
-    def create_collection(self, name: str, dim: int, tokens: int | None = None) -> None:
+    def create_collection(self, name: str, dim: int, tokens: int | None = None, text: bool = False) -> None:
         """Create collection ``name``: cosine vector ``LAYOUT.vector`` of ``dim`` (float16, an int8 copy),
         keyword indexes on ``LAYOUT.indexed_fields``; with ``tokens``, also the multi-vector
-        ``LAYOUT.tokens`` of that dim (MaxSim). Creating one that another client made meanwhile, with the same
-        dim, is not an error."""
+        ``LAYOUT.tokens`` of that dim (MaxSim); with ``text``, the sparse vector ``LAYOUT.text`` (IDF
+        modifier). Creating one that another client made meanwhile, with the same dim, is not an error."""
+        ...
+
+    def has_text(self, name: str) -> bool:
+        """Whether collection ``name`` has the sparse vector ``LAYOUT.text``."""
         ...
 
     def token_dim(self, name: str) -> int | None:
@@ -120,6 +125,22 @@ class Backend(Protocol):
         """The ``k`` best points for the query ``tokens`` by MaxSim, best first, among those matching
         ``flt``: of every point, or, with ``prefetch`` (a dense vector and N), of the N best points for that
         vector, in one query."""
+        ...
+
+    def search_text(
+        self,
+        name: str,
+        terms: SparseVector,
+        k: int,
+        flt: Filter | None,
+        visual: Visual | None,
+        depth: int,
+        weight: float,
+    ) -> list[ScoredPoint]:
+        """The ``k`` best points among those matching ``flt``, best first: by keyword score (``terms`` on
+        ``LAYOUT.text``, IDF applied by the store) when ``visual`` is ``None``; else by weighted reciprocal
+        rank fusion (k ``LAYOUT.rrf_k``, weights 1 and ``weight``) of the ``depth`` best by the visual
+        query and the ``depth`` best by keyword score, in one query."""
         ...
 
     def optimize(self, name: str) -> bool:

@@ -26,9 +26,10 @@ import numpy.typing as npt
 
 from .._closing import Closing
 from .._errors import CollectionNotFoundError, ConflictError, StoreError
+from .._text._terms import SparseVector
 from ._backend import Backend
 from ._layout import LAYOUT
-from ._points import Filter, Point, Record, ScoredPoint, canonical_id, token_array
+from ._points import Filter, Point, Record, ScoredPoint, Visual, canonical_id, check_terms, token_array
 
 __all__ = ["DELETE_BATCH", "VERSION_RE", "Store"]
 
@@ -72,6 +73,7 @@ class Store(Closing):
         self.batch_size = _check_positive("batch size", batch_size)
         self._dims: dict[str, int] = {}
         self._token_dims: dict[str, int | None] = {}
+        self._texts: dict[str, bool] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -113,15 +115,22 @@ class Store(Closing):
         return name, dim
 
     def ensure_collection(
-        self, name: str, dim: int, record: dict[str, Any] | None = None, *, tokens: int | None = None
+        self,
+        name: str,
+        dim: int,
+        record: dict[str, Any] | None = None,
+        *,
+        tokens: int | None = None,
+        text: bool = False,
     ) -> str:
         """The live version of collection ``name``, created as its first version (``NAME.v1``: cosine
         vector ``"page"`` of ``dim``, keyword indexes on ``LAYOUT.indexed_fields``, with ``tokens`` token
-        vectors of that dim too, ``record`` as its record) when there is none; :class:`StoreError` if it
-        exists with another dim, or another kind (single- or multi-vector)."""
+        vectors of that dim too, with ``text`` the page text's sparse vector, ``record`` as its record)
+        when there is none; :class:`StoreError` if it exists with another dim, or another kind (single- or
+        multi-vector). An existing collection keeps whether it has text (`docvec reindex --text` adds it)."""
         live = self.live(name)
         if live is None:
-            live = self.create_version(name, dim, record, tokens=tokens)
+            live = self.create_version(name, dim, record, tokens=tokens, text=text)
             self.switch(name, live)
             return live
         existing = self._dim(live)
@@ -146,6 +155,15 @@ class Store(Closing):
             with self._lock:
                 self._token_dims[target] = found
         return self._token_dims[target]
+
+    def has_text(self, name: str) -> bool:
+        """Whether a collection keeps its pages' text as a sparse vector (keyword search)."""
+        target = self._open(name)[0]
+        if target not in self._texts:
+            found = self.backend.has_text(target)
+            with self._lock:
+                self._texts[target] = found
+        return self._texts[target]
 
     def collections(self) -> list[str]:
         """Names of the existing collections, sorted (their versions: :meth:`versions`)."""
@@ -182,10 +200,17 @@ class Store(Closing):
         return [c for _, c in sorted(found)]
 
     def create_version(
-        self, name: str, dim: int, record: dict[str, Any] | None = None, *, tokens: int | None = None
+        self,
+        name: str,
+        dim: int,
+        record: dict[str, Any] | None = None,
+        *,
+        tokens: int | None = None,
+        text: bool = False,
     ) -> str:
         """Create the next version of collection ``name`` (not live: see :meth:`switch`), with ``tokens``
-        token vectors of that dim when it is a multi-vector collection, and return it."""
+        token vectors of that dim when it is a multi-vector collection, the text's sparse vector with
+        ``text``, and return it."""
         _check_collection_name(name)
         if VERSION_RE.fullmatch(name):
             raise StoreError(f"{name!r} is a version's name: give the collection's name")
@@ -195,12 +220,13 @@ class Store(Closing):
         version = _check_collection_name(f"{name}.v{max(numbers) + 1}")
         if tokens is not None and (isinstance(tokens, bool) or not 1 <= tokens <= 65536):
             raise StoreError(f"token vector dim must be an integer from 1 to 65536, got {tokens!r}")
-        self.backend.create_collection(version, dim, tokens)
+        self.backend.create_collection(version, dim, tokens, text)
         if record is not None:
             self.backend.write_record(version, record)
         with self._lock:
             self._dims[version] = dim
             self._token_dims[version] = tokens
+            self._texts[version] = text
         return version
 
     def switch(self, name: str, version: str) -> None:
@@ -211,6 +237,7 @@ class Store(Closing):
         with self._lock:
             self._dims.pop(name, None)
             self._token_dims.pop(name, None)
+            self._texts.pop(name, None)
 
     def drop(self, version: str) -> None:
         """Delete a version that is not live (``NAME.vN``, or a collection made before versions)."""
@@ -226,6 +253,7 @@ class Store(Closing):
         with self._lock:
             self._dims.pop(version, None)
             self._token_dims.pop(version, None)
+            self._texts.pop(version, None)
 
     def record(self, version: str) -> dict[str, Any] | None:
         """docvec's record of a version (what made its vectors, whether it is complete), or ``None``."""
@@ -249,7 +277,10 @@ class Store(Closing):
         points = list(points)
         target, dim = self._open(name)
         tokens = self.token_dim(target)
+        text = self.has_text(target)
         for p in points:
+            if p.terms is not None and not text:
+                raise StoreError(f"collection {name!r} keeps no text: point {p.id} has terms")
             if p.vector.shape[0] != dim:
                 raise StoreError(
                     f"collection {name!r}: point {p.id} has a {p.vector.shape[0]}-d vector, "
@@ -363,15 +394,62 @@ class Store(Closing):
         *,
         tokens: npt.ArrayLike | None = None,
         prefetch: int | None = None,
+        terms: SparseVector | None = None,
+        depth: int = 100,
+        weight: float = 1.0,
     ) -> list[ScoredPoint]:
-        """The ``k`` best points among those matching ``flt``, best first, by one of three scores:
+        """The ``k`` best points among those matching ``flt``, best first, by one of these scores:
 
         - ``vector`` alone: cosine similarity to the dense vector;
         - ``tokens`` alone (a multi-vector collection): MaxSim of the query's token vectors over every point;
-        - both, and ``prefetch`` N: the N points most similar to ``vector``, reranked by MaxSim (one query).
+        - both, and ``prefetch`` N: the N points most similar to ``vector``, reranked by MaxSim (one query);
+        - ``terms`` alone (a collection with text): the keyword score, BM25 with the store's IDF;
+        - ``terms`` and one of the visual queries above: reciprocal rank fusion of the visual ranking's
+          best ``depth`` points and the keyword ranking's, the keyword ranking weighted ``weight`` against
+          the visual one's 1 (one query). A point found by one ranking only still counts.
         """
         _check_positive(f"collection {name!r}: k", k)
         target, dim = self._open(name)
+        visual = self._visual(name, target, dim, vector, tokens, prefetch, k)
+        if terms is None:
+            if visual is None:
+                raise StoreError(f"collection {name!r}: a search needs a query vector or token vectors")
+            if visual.tokens is None:
+                assert visual.vector is not None
+                return self.backend.search(target, visual.vector, k, flt)
+            return self.backend.search_tokens(
+                target,
+                visual.tokens,
+                k,
+                flt,
+                None
+                if visual.vector is None or visual.prefetch is None
+                else (visual.vector, visual.prefetch),
+            )
+        if not self.has_text(target):
+            raise StoreError(f"collection {name!r} keeps no text: it has no keyword index to search")
+        check_terms(f"collection {name!r}: the query", terms)
+        _check_positive(f"collection {name!r}: depth", depth)
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight < float("inf"):
+            raise StoreError(f"collection {name!r}: the keyword weight must be a number >= 0, got {weight!r}")
+        if not terms.indices:
+            # no term to look up: the visual ranking alone, or nothing
+            return (
+                [] if visual is None else self.search(name, vector, k, flt, tokens=tokens, prefetch=prefetch)
+            )
+        return self.backend.search_text(target, terms, k, flt, visual, max(depth, k), float(weight))
+
+    def _visual(
+        self,
+        name: str,
+        target: str,
+        dim: int,
+        vector: npt.ArrayLike | None,
+        tokens: npt.ArrayLike | None,
+        prefetch: int | None,
+        k: int,
+    ) -> Visual | None:
+        """The checked visual half of a search, ``None`` when it has none."""
         vec = None
         if vector is not None:
             vec = np.asarray(vector, dtype=np.float32)
@@ -382,9 +460,7 @@ class Store(Closing):
             if not np.isfinite(vec).all():
                 raise StoreError(f"collection {name!r}: query vector has NaN or infinite values")
         if tokens is None:
-            if vec is None:
-                raise StoreError(f"collection {name!r}: a search needs a query vector or token vectors")
-            return self.backend.search(target, vec, k, flt)
+            return None if vec is None else Visual(vector=vec)
         width = self.token_dim(target)
         if width is None:
             raise StoreError(f"collection {name!r} is single-vector: it has no token vectors to search")
@@ -397,9 +473,8 @@ class Store(Closing):
             raise StoreError(f"collection {name!r}: a prefetch needs both a query vector and its size N")
         if prefetch is not None:
             _check_positive(f"collection {name!r}: prefetch", prefetch)
-        return self.backend.search_tokens(
-            target, query, k, flt, None if vec is None or prefetch is None else (vec, max(prefetch, k))
-        )
+            return Visual(vector=vec, tokens=query, prefetch=max(prefetch, k))
+        return Visual(tokens=query)
 
     # -- maintenance and lifetime ------------------------------------------------------------------
 

@@ -30,10 +30,11 @@ import qdrant_edge as qe  # a missing package is reported by docvec._store's loa
 
 from .._errors import CollectionNotFoundError, DocvecError, StoreError
 from .._fileio import check_free_space, fsync_dir, write_json_atomic
+from .._text._terms import SparseVector
 from ._backend import Backend
 from ._layout import LAYOUT
 from ._owner import OwnerLock
-from ._points import Filter, Point, Record, ScoredPoint
+from ._points import Filter, Point, Record, ScoredPoint, Visual
 
 __all__ = ["EdgeBackend"]
 
@@ -167,7 +168,7 @@ class EdgeBackend:
     def _check_space(self, needed: int, what: str) -> None:
         check_free_space(self.path, needed, self.reserve, what)
 
-    def create_collection(self, name: str, dim: int, tokens: int | None = None) -> None:
+    def create_collection(self, name: str, dim: int, tokens: int | None = None, text: bool = False) -> None:
         """Create the shard, its payload indexes, then the record that marks the collection complete."""
         self._own()
         self._check_space(_OPEN_ROOM, f"creating collection {name!r}")
@@ -194,8 +195,14 @@ class EdgeBackend:
                     type=qe.ScalarType.Int8, quantile=LAYOUT.quantile, memory=qe.Memory.Cached
                 ),
             )
+        sparse = None
+        if text:  # see Layout.text: Qdrant counts document frequencies; the sparse index is in memory
+            sparse = {
+                LAYOUT.text: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=qe.Memory.Cached)
+            }
         config = qe.EdgeConfig(
             vectors=vectors,
+            sparse_vectors=sparse,
             # No HNSW graph (m=0): the index is the int8 copy, scanned whole and rescored (see _core.py).
             # On 2048-d vectors a graph took 4-5 minutes to build for 100k points and found 0.06-0.96 of
             # the true top 10, where the scan takes 0.6x the time of numpy's float32 scan and finds all.
@@ -237,6 +244,8 @@ class EdgeBackend:
                 }
                 if tokens is not None:
                     meta["tokens"] = tokens
+                if text:
+                    meta["text"] = True
                 try:
                     write_json_atomic(self.path / name / _META_FILE, meta, durable=True)
                 except OSError as exc:
@@ -255,6 +264,12 @@ class EdgeBackend:
         if meta is None:
             raise CollectionNotFoundError(f"collection {name!r} does not exist at {self.where}")
         return int(meta["tokens"]) if meta.get("tokens") else None
+
+    def has_text(self, name: str) -> bool:
+        meta = self._read_meta(name)
+        if meta is None:
+            raise CollectionNotFoundError(f"collection {name!r} does not exist at {self.where}")
+        return bool(meta.get("text"))
 
     def collections(self) -> list[str]:
         """Names of the collections with a record in this folder (none when there is no folder)."""
@@ -338,6 +353,7 @@ class EdgeBackend:
         needed = _CHUNK_ROOM + sum(
             2 * (4 * p.vector.size + len(json.dumps(p.payload, default=str)))
             + (4 * p.tokens.size if p.tokens is not None else 0)
+            + (16 * len(p.terms.indices) if p.terms is not None else 0)
             for p in points
         )
         self._check_space(needed, f"writing {len(points)} pages to collection {name!r}")
@@ -434,6 +450,46 @@ class EdgeBackend:
         )
         return self._query(name, request)
 
+    def search_text(
+        self,
+        name: str,
+        terms: SparseVector,
+        k: int,
+        flt: Filter | None,
+        visual: Visual | None,
+        depth: int,
+        weight: float,
+    ) -> list[ScoredPoint]:
+        qfilter = _to_edge_filter(flt)
+        keyword = qe.Query.Nearest(qe.SparseVector(terms.indices, terms.values), using=LAYOUT.text)
+        if visual is None:
+            request = qe.QueryRequest(limit=k, query=keyword, filter=qfilter, with_payload=True)
+            return self._query(name, request)
+        stages = [self._visual_stage(visual, depth, qfilter), qe.Prefetch(depth, keyword, filter=qfilter)]
+        request = qe.QueryRequest(
+            limit=k,
+            prefetches=stages,
+            # Fusion.Rrf is what the engine takes (the stubs name only its outer class)
+            query=qe.Fusion.Rrf(k=LAYOUT.rrf_k, weights=[1.0, weight]),  # type: ignore[arg-type]
+            filter=qfilter,
+            with_payload=True,
+        )
+        return self._query(name, request)
+
+    def _visual_stage(self, visual: Visual, depth: int, qfilter: qe.Filter | None) -> qe.Prefetch:
+        """A fused search's visual ranking, as one prefetch (the same queries as search and
+        search_tokens)."""
+        if visual.tokens is None:
+            assert visual.vector is not None
+            dense = qe.Query.Nearest(visual.vector.tolist(), using=LAYOUT.vector)
+            return qe.Prefetch(depth, dense, filter=qfilter, params=self._search_params)
+        maxsim = qe.Query.Nearest(visual.tokens.tolist(), using=LAYOUT.tokens)
+        if visual.vector is None or visual.prefetch is None:
+            return qe.Prefetch(depth, maxsim, filter=qfilter, params=self._scan_tokens)
+        dense = qe.Query.Nearest(visual.vector.tolist(), using=LAYOUT.vector)
+        first = qe.Prefetch(visual.prefetch, dense, filter=qfilter, params=self._search_params)
+        return qe.Prefetch(depth, maxsim, prefetches=[first], filter=qfilter, params=self._rerank_tokens)
+
     def _query(self, name: str, request: qe.QueryRequest) -> list[ScoredPoint]:
         shard = self._shard(name)
         with self._translate(name, "search"):
@@ -495,6 +551,8 @@ def _vectors(p: Point) -> dict[str, Any]:
     vectors: dict[str, Any] = {LAYOUT.vector: p.vector.tolist()}
     if p.tokens is not None:
         vectors[LAYOUT.tokens] = p.tokens.tolist()
+    if p.terms is not None and p.terms.indices:
+        vectors[LAYOUT.text] = qe.SparseVector(p.terms.indices, p.terms.values)
     return vectors
 
 

@@ -25,6 +25,14 @@ class Layout:
     #: on disk. A hybrid search scores its few prefetched pages with the float16 tokens directly: scoring
     #: 100 with int8 and rescoring took longer than that.
     tokens: str = "tokens"
+    #: a collection with text's third vector: the page text's terms as a sparse vector (docvec._text._terms:
+    #: BM25's term-frequency part, computed by docvec), with Qdrant's IDF modifier, so that the inverse
+    #: document frequencies are Qdrant's, counted at query time over the pages that have text: adding
+    #: documents never re-weights stored pages. A page without text has no such vector.
+    text: str = "text"
+    #: the reciprocal rank fusion constant of a fused search (visual and keyword rankings): Qdrant's
+    #: default and the RRF paper's (Cormack et al., 2009)
+    rrf_k: int = 60
     #: its distance; scores are cosine similarities in [-1, 1]
     distance: str = "cosine"
     #: how new collections store it: half of float32's memory and disk. The rounding (relative 2**-11 per

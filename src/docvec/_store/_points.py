@@ -12,8 +12,19 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import StoreError
+from .._text._terms import SparseVector
 
-__all__ = ["Filter", "Point", "Record", "ScoredPoint", "canonical_id", "point_id", "token_array"]
+__all__ = [
+    "Filter",
+    "Point",
+    "Record",
+    "ScoredPoint",
+    "Visual",
+    "canonical_id",
+    "check_terms",
+    "point_id",
+    "token_array",
+]
 
 # Fixed namespace for point_id(): changing it would change every id and break idempotent re-indexing.
 _ID_NAMESPACE = uuid.UUID("5f0e6a52-3c1b-4d0e-9d3a-7c2f1b9e8a41")
@@ -50,6 +61,8 @@ class Point:
     payload: dict[str, Any]
     #: a multi-vector collection's token vectors: [tokens, token dim]
     tokens: npt.NDArray[np.float32] | None = None
+    #: a collection with text: the page text's terms (none for a page without text)
+    terms: SparseVector | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "id", canonical_id(self.id))
@@ -63,6 +76,8 @@ class Point:
             object.__setattr__(self, "tokens", token_array(f"point {self.id}", self.tokens))
         if not isinstance(self.payload, dict):
             raise StoreError(f"point {self.id}: payload must be a dict, got {type(self.payload).__name__}")
+        if self.terms is not None:
+            check_terms(f"point {self.id}", self.terms)
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,33 @@ class Record:
     id: str
     payload: dict[str, Any]
     vectors: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Visual:
+    """The visual half of a search (see :meth:`docvec._store.Store.search`): the dense ``vector``, the
+    query's ``tokens`` (MaxSim over every page), or both with ``prefetch`` N (the dense vector's best N
+    pages reranked by MaxSim)."""
+
+    vector: npt.NDArray[np.float32] | None = None
+    tokens: npt.NDArray[np.float32] | None = None
+    prefetch: int | None = None
+
+
+def check_terms(what: str, terms: SparseVector) -> SparseVector:
+    """``terms`` if it is a valid sparse vector (unique unsigned 32-bit indices, finite weights, as many
+    of each), else :class:`StoreError`."""
+    if not isinstance(terms, SparseVector):
+        raise StoreError(f"{what}: terms must be a SparseVector, got {type(terms).__name__}")
+    if len(terms.indices) != len(terms.values):
+        raise StoreError(f"{what}: terms have {len(terms.indices)} indices and {len(terms.values)} values")
+    if len(set(terms.indices)) != len(terms.indices):
+        raise StoreError(f"{what}: terms have repeated indices")
+    if any(not 0 <= i < 2**32 for i in terms.indices):
+        raise StoreError(f"{what}: term indices must be unsigned 32-bit integers")
+    if not all(np.isfinite(terms.values)):
+        raise StoreError(f"{what}: term weights have NaN or infinite values")
+    return terms
 
 
 def token_array(what: str, tokens: npt.ArrayLike) -> npt.NDArray[np.float32]:

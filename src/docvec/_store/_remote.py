@@ -38,9 +38,10 @@ from .._errors import (
     StoreError,
     StoreUnavailableError,
 )
+from .._text._terms import SparseVector
 from ._backend import Backend
 from ._layout import LAYOUT
-from ._points import Filter, Point, Record, ScoredPoint
+from ._points import Filter, Point, Record, ScoredPoint, Visual
 
 __all__ = ["MEMORY", "RemoteBackend"]
 
@@ -246,7 +247,7 @@ class RemoteBackend:
             name, field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
         )
 
-    def create_collection(self, name: str, dim: int, tokens: int | None = None) -> None:
+    def create_collection(self, name: str, dim: int, tokens: int | None = None, text: bool = False) -> None:
         int8 = models.ScalarQuantization(
             scalar=models.ScalarQuantizationConfig(
                 type=models.ScalarType.INT8, quantile=LAYOUT.quantile, always_ram=True
@@ -284,6 +285,12 @@ class RemoteBackend:
                 lambda: self._client.create_collection(
                     name,
                     vectors_config=vectors,
+                    # see Layout.text: Qdrant counts the document frequencies
+                    sparse_vectors_config=(
+                        {LAYOUT.text: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+                        if text
+                        else None
+                    ),
                 ),
             )
         except StoreUnavailableError:
@@ -303,6 +310,10 @@ class RemoteBackend:
         vectors = info.config.params.vectors
         params = vectors.get(LAYOUT.tokens) if isinstance(vectors, dict) else None
         return int(params.size) if params is not None else None
+
+    def has_text(self, name: str) -> bool:
+        info = self._call("reading the collection", name, lambda: self._client.get_collection(name))
+        return LAYOUT.text in (info.config.params.sparse_vectors or {})
 
     def collections(self) -> list[str]:
         response = self._call("listing collections", None, self._client.get_collections)
@@ -368,6 +379,8 @@ class RemoteBackend:
             vectors: dict[str, Any] = {LAYOUT.vector: p.vector.tolist()}
             if p.tokens is not None:
                 vectors[LAYOUT.tokens] = p.tokens.tolist()
+            if p.terms is not None and p.terms.indices:
+                vectors[LAYOUT.text] = models.SparseVector(indices=p.terms.indices, values=p.terms.values)
             structs.append(models.PointStruct(id=p.id, vector=vectors, payload=p.payload))
         self._client.upsert(name, structs, wait=True)
 
@@ -461,6 +474,62 @@ class RemoteBackend:
             query_filter=qfilter,
             limit=k,
             search_params=self._scan_tokens if stage is None else self._rerank_tokens,
+        )
+
+    def search_text(
+        self,
+        name: str,
+        terms: SparseVector,
+        k: int,
+        flt: Filter | None,
+        visual: Visual | None,
+        depth: int,
+        weight: float,
+    ) -> list[ScoredPoint]:
+        qfilter = _to_client_filter(flt)
+        keyword = models.SparseVector(indices=terms.indices, values=terms.values)
+        if visual is None:
+            return self._query(name, query=keyword, using=LAYOUT.text, query_filter=qfilter, limit=k)
+        stages = [
+            self._visual_stage(visual, depth, qfilter),
+            models.Prefetch(query=keyword, using=LAYOUT.text, limit=depth, filter=qfilter),
+        ]
+        return self._query(
+            name,
+            prefetch=stages,
+            query=models.RrfQuery(rrf=models.Rrf(k=LAYOUT.rrf_k, weights=[1.0, weight])),
+            query_filter=qfilter,
+            limit=k,
+        )
+
+    def _visual_stage(self, visual: Visual, depth: int, qfilter: models.Filter | None) -> models.Prefetch:
+        """A fused search's visual ranking, as one prefetch (the same queries as search and
+        search_tokens)."""
+        if visual.tokens is None:
+            assert visual.vector is not None
+            return models.Prefetch(
+                query=visual.vector.tolist(),
+                using=LAYOUT.vector,
+                limit=depth,
+                filter=qfilter,
+                params=self._search_params,
+            )
+        first = None
+        if visual.vector is not None and visual.prefetch is not None:
+            first = models.Prefetch(
+                query=visual.vector.tolist(),
+                using=LAYOUT.vector,
+                limit=visual.prefetch,
+                filter=qfilter,
+                params=self._search_params,
+            )
+        return models.Prefetch(
+            query=visual.tokens.tolist(),
+            using=LAYOUT.tokens,
+            prefetch=first,
+            limit=depth,
+            filter=qfilter,
+            params=self._scan_tokens if first is None else self._rerank_tokens,
         )
 
     def _query(self, name: str, **request: Any) -> list[ScoredPoint]:
