@@ -58,8 +58,9 @@ FROM ${RUNTIME_IMAGE} AS runtime
 ARG CMAKE_ARGS="-DGGML_NATIVE=off"
 ARG DEBIAN_FRONTEND=noninteractive
 # No compilers. libgomp1: llama.cpp's CPU backend links OpenMP (libggml-cpu.so needs libgomp.so.1).
+# tesseract-ocr and its English model: the text of scanned pages (docs/text.md; DOCVEC_OCR).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates libgomp1 \
+    && apt-get install -y --no-install-recommends ca-certificates libgomp1 tesseract-ocr tesseract-ocr-eng \
     && if ! command -v python3 >/dev/null; then \
          apt-get install -y --no-install-recommends python3 python3-venv; \
        fi \

@@ -69,6 +69,33 @@ def make_text_pdf(path: Path, pages: int, *, lines: int = 40, xfa: bool = False)
     return write_pdf(path, objects, kids)
 
 
+def make_pages_pdf(path: Path, pages: list[list[str]]) -> Path:
+    """A PDF of A4 pages, each with its lines of text in Helvetica (WinAnsi: Latin-1 letters, accents
+    included), one line under the other: a text layer whose words are known."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+    ]
+    kids = []
+    for lines in pages:
+        ops = b"".join(
+            b"BT /F1 12 Tf 56 %d Td (%s) Tj ET\n"
+            % (
+                780 - i * 20,
+                line.encode("cp1252").replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)"),
+            )
+            for i, line in enumerate(lines)
+        )
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(ops), ops))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595.3 841.9] /Contents %d 0 R"
+            b" /Resources << /Font << /F1 3 0 R >> >> >>" % len(objects)
+        )
+        kids.append(len(objects))
+    return write_pdf(path, objects, kids)
+
+
 def write_pdf(path: Path, objects: list[bytes], kids: list[int]) -> Path:
     """Write a PDF of ``objects`` (object 1 the catalog, object 2 left for the page tree, which is made
     here from the page objects' numbers ``kids``), with its cross-reference table."""

@@ -11,6 +11,11 @@ A PDF page is rendered at ``sqrt(target_pixels / page area)`` pixels per point, 
 653 x 923 px). An image document is decoded upright (EXIF orientation), in RGB on white, downscaled to at
 most ``max_pixels``. Whole-document failures raise :class:`RenderError`; a single bad page is a
 :class:`PageFailure` and the other pages go on.
+
+With ``text``, each page comes with its text, read in the worker that renders it: the PDF's text layer in
+pdfium's reading order, or, where that is missing or broken (garbage glyph codes) and OCR is on,
+OCR's (:mod:`docvec._text._ocr`, from the page rendered again at the OCR resolution). :meth:`Renderer.texts`
+reads the text alone, for documents whose page images exist already.
 """
 
 from __future__ import annotations
@@ -35,14 +40,18 @@ from PIL import Image, features
 from .._closing import Closing
 from .._config import DECODE_BUDGET_MB, RENDER_TIMEOUT_S
 from .._errors import ConfigError, InputError, RenderError, RendererStartError, RendererStateError
+from .._text import _ocr
 from . import _worker as w
 
 __all__ = [
     "READS_JPEG2000",
     "DocumentInfo",
+    "ExtractedText",
+    "OcrMode",
     "PageFailure",
     "RenderedPage",
     "Renderer",
+    "TextSource",
     "detect_kind",
 ]
 
@@ -56,6 +65,11 @@ _START_TIMEOUT_S = 60.0
 _SETTLE_TIMEOUT_S = 5.0
 
 DocumentKind = Literal["pdf", "image"]
+#: when pages are read by OCR: never, only pages without a usable text layer (and image files), every page
+OcrMode = Literal["off", "auto", "on"]
+#: where a page's text came from: the PDF's text layer, or OCR
+TextSource = Literal["pdf", "ocr"]
+_OCR_MODES = ("off", "auto", "on")
 
 
 @dataclass(frozen=True)
@@ -63,13 +77,26 @@ class RenderedPage:
     """One rendered page: ``number`` is 1-based, ``image`` is RGB.
 
     ``size_pt`` is the page's visible size in points after its /Rotate (``None`` for image files);
-    ``rotation`` is the page's /Rotate in degrees, already applied to ``image``.
+    ``rotation`` is the page's /Rotate in degrees, already applied to ``image``. ``text`` is the page's text
+    when the renderer reads it (``text=True``), ``text_from`` where it came from; both are ``None`` when no
+    text was asked for or none was found (an empty page, a scan with OCR off).
     """
 
     number: int
     image: Image.Image
     size_pt: tuple[float, float] | None
     rotation: int
+    text: str | None = None
+    text_from: TextSource | None = None
+
+
+@dataclass(frozen=True)
+class ExtractedText:
+    """One page's text, from :meth:`Renderer.texts`: as :attr:`RenderedPage.text` and ``text_from``."""
+
+    number: int
+    text: str | None
+    text_from: TextSource | None
 
 
 @dataclass(frozen=True)
@@ -258,12 +285,17 @@ class _Worker:
 class _Clock:
     """A document's time budget, charged only while the parent waits on its workers.
 
-    Time the consumer spends between pages (embedding one, say) is not rendering time and is not charged.
+    Time the consumer spends between pages (embedding one, say) is not rendering time and is not charged,
+    nor is OCR's (:meth:`credit`): a scanned book takes seconds a page, and each page's OCR has its own limit.
     """
 
     def __init__(self, limit_s: float) -> None:
         self.limit_s = limit_s
         self.spent_s = 0.0
+
+    def credit(self, seconds: float) -> None:
+        """Give back ``seconds`` a worker spent on OCR."""
+        self.spent_s = max(self.spent_s - seconds, 0.0)
 
     def receive(self, worker: _Worker) -> Any:
         start = time.monotonic()
@@ -291,10 +323,17 @@ class Renderer(Closing):
     ``workers`` processes share a document's pages (each opens the document itself), pages are still
     yielded in order. ``target_pixels`` is the pixel budget a PDF page is rendered near; ``max_pixels``
     (default 4 x target) is a hard cap on any page or image; ``timeout_s`` limits the time spent rendering
-    one document (waiting for its pages; the consumer's time between pages is not counted);
+    one document (waiting for its pages; the consumer's time between pages is not counted, nor is OCR's);
     ``memory_limit`` (bytes) is the most decoding one image may take, held by each worker (see
     :func:`docvec._render._worker.serve`). A timed-out or crashed worker is replaced, and the renderer goes
     on with the next document.
+
+    ``text`` reads each page's text as well (:attr:`RenderedPage.text`; without it, nothing is extracted
+    and nothing costs more); ``ocr`` says which pages OCR reads: ``"off"``, ``"auto"`` (pages without a
+    usable text layer, and image files) or ``"on"`` (every page: OCR's text replaces the layer's, which is
+    kept where OCR reads nothing); ``text_limit`` is the most characters kept of a page (longer text is cut
+    at a whitespace near it). Where the OCR engine is missing, OCR is off and one warning says what to
+    install (:attr:`ocr_missing`).
 
     One document at a time: a renderer is not for use from several threads. Workers are processes of
     docvec's own (they never run the caller's script again), started on first use; when they cannot
@@ -309,6 +348,9 @@ class Renderer(Closing):
         max_pixels: int | None = None,
         timeout_s: float = RENDER_TIMEOUT_S,
         memory_limit: int = DECODE_BUDGET_MB << 20,
+        text: bool = False,
+        ocr: OcrMode = "off",
+        text_limit: int = 20_000,
     ) -> None:
         if workers < 1:
             raise ConfigError(f"workers must be at least 1, got {workers}")
@@ -319,11 +361,20 @@ class Renderer(Closing):
             raise ConfigError(f"max_pixels ({max_pixels}) is below target_pixels ({target_pixels})")
         if not timeout_s > 0:
             raise ConfigError(f"timeout_s must be positive, got {timeout_s}")
+        if ocr not in _OCR_MODES:
+            raise ConfigError(f"ocr must be one of {', '.join(_OCR_MODES)}, got {ocr!r}")
+        if text_limit < 1:
+            raise ConfigError(f"text_limit must be positive, got {text_limit}")
         self.workers = workers
         self.target_pixels = target_pixels
         self.max_pixels = max_pixels
         self.timeout_s = timeout_s
         self.memory_limit = memory_limit
+        self.text = text
+        self.ocr: OcrMode = ocr
+        self.text_limit = text_limit
+        self._ocr_checked = False
+        self._ocr_missing: str | None = None
         self._pool: list[_Worker | None] = [None] * workers
         self._job = 0
         self._busy = False
@@ -335,6 +386,19 @@ class Renderer(Closing):
         """Stop the worker processes. Idempotent."""
         self._closed = True
         self._finalizer()
+
+    @property
+    def ocr_missing(self) -> str | None:
+        """Why OCR is off although asked for (the engine is missing: what to install), or ``None``.
+
+        Checked once, on first need; the warning it logs then is the renderer's only one about it.
+        """
+        if not self._ocr_checked and self.ocr != "off":
+            self._ocr_missing = _ocr.available()
+            if self._ocr_missing is not None:
+                log.warning("OCR is off: %s", self._ocr_missing)
+        self._ocr_checked = True
+        return self._ocr_missing
 
     @property
     def worker_pids(self) -> list[int]:
@@ -389,11 +453,57 @@ class Renderer(Closing):
             kind = self._kind(path)
         self._enter()
         try:
-            yield from self._stream(path, kind, first)
+            for page in self._stream(path, kind, first, image=True):
+                assert not isinstance(page, ExtractedText)
+                yield page
         finally:
             self._busy = False
 
-    def _stream(self, path: Path, kind: DocumentKind, first: int) -> Iterator[RenderedPage | PageFailure]:
+    def texts(
+        self, document: Path | DocumentInfo, *, first: int = 1
+    ) -> Generator[ExtractedText | PageFailure, None, None]:
+        """Stream the text of each page of ``document`` from page ``first`` on, in order, without rendering
+        the pages for the model: what :meth:`pages` gives as :attr:`RenderedPage.text` with ``text=True``
+        (the same rules: the text layer, broken layers treated as missing, OCR as :attr:`ocr` says), for a
+        document whose page images exist already.
+
+        A page that cannot be loaded is a :class:`PageFailure`; whole-document failures raise
+        :class:`RenderError`, as with :meth:`pages`.
+        """
+        if first < 1:
+            raise InputError(f"first is a 1-based page number, got {first}")
+        if isinstance(document, DocumentInfo):
+            path, kind = document.path, document.kind
+        else:
+            path = Path(document)
+            kind = self._kind(path)
+        self._enter()
+        try:
+            for page in self._stream(path, kind, first, image=False):
+                assert not isinstance(page, RenderedPage)
+                yield page
+        finally:
+            self._busy = False
+
+    def _text_spec(self, image: bool) -> w.TextSpec | None:
+        """What text the workers read: none for rendering without ``text``; OCR off where it is missing."""
+        if image and not self.text:
+            return None
+        return w.TextSpec("off" if self.ocr_missing else self.ocr, self.text_limit)
+
+    def _text(self, path: Path, number: int, result: w.TextResult, clock: _Clock) -> ExtractedText:
+        clock.credit(result.ocr_s)
+        if result.problem is not None:
+            log.warning("%s: page %d: %s", path, number, result.problem)
+        source: TextSource | None = None
+        if result.text is not None and result.source in ("pdf", "ocr"):
+            source = "pdf" if result.source == "pdf" else "ocr"
+        return ExtractedText(number, result.text if source else None, source)
+
+    def _stream(
+        self, path: Path, kind: DocumentKind, first: int, *, image: bool
+    ) -> Iterator[RenderedPage | ExtractedText | PageFailure]:
+        spec = self._text_spec(image)
         pool = self._workers(path)
         job = self._next_job()
         clock = _Clock(self.timeout_s)
@@ -404,7 +514,15 @@ class Renderer(Closing):
         try:
             for current, worker in enumerate(pool):
                 task = w.RenderTask(
-                    job, str(path), kind, first + current, len(pool), self.target_pixels, self.max_pixels
+                    job,
+                    str(path),
+                    kind,
+                    first + current,
+                    len(pool),
+                    self.target_pixels,
+                    self.max_pixels,
+                    spec,
+                    image,
                 )
                 worker.send(task)
                 running.add(current)
@@ -422,11 +540,21 @@ class Renderer(Closing):
                 if isinstance(message, w.PageFailed):
                     log.warning("%s: page %d: %s", path, number, message.reason)
                     yield PageFailure(number, message.reason)
+                elif isinstance(message, w.Text):
+                    yield self._text(path, number, message.result, clock)
                 else:
                     pixels = pool[current].receive_bytes()
-                    image = Image.frombytes("RGB", (message.width, message.height), pixels)
+                    picture = Image.frombytes("RGB", (message.width, message.height), pixels)
                     del pixels
-                    yield RenderedPage(number, image, message.size_pt, message.rotation)
+                    text = None if message.text is None else self._text(path, number, message.text, clock)
+                    yield RenderedPage(
+                        number,
+                        picture,
+                        message.size_pt,
+                        message.rotation,
+                        None if text is None else text.text,
+                        None if text is None else text.text_from,
+                    )
                 number += 1
         except _TimedOut:
             # Every worker of this document is busy with it: replace them all.

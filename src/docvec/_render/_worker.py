@@ -8,7 +8,15 @@ The protocol is a few picklable tuples. Parent to worker: :class:`OpenTask`, :cl
 :class:`Cancel`, :class:`Stop`. Worker to parent: :class:`Ready` once, then for an open task one
 :class:`Info` or :class:`Failed`; for a render task any number of :class:`Page` (each followed by one
 ``send_bytes`` with the packed RGB pixels) and :class:`PageFailed`, or one :class:`Failed`, and always a
-closing :class:`End`.
+closing :class:`End`. A render task's ``text`` (a :class:`TextSpec`: the OCR setting and the most
+characters kept) asks for each page's text too: it comes in the page's :class:`Page` as a
+:class:`TextResult`; with ``image`` false no page is rendered for the model, and each page comes as one
+:class:`Text` (no pixels follow) instead of a :class:`Page`.
+
+A page's text is its PDF text layer (pdfium's text page, in pdfium's reading order), normalised by
+:func:`clean_text`, unless that layer is missing or broken (:func:`layer_problem`); then, as the OCR setting
+says, OCR's (:mod:`docvec._text._ocr`), read from the page rendered again at the OCR resolution (an image
+file's frame decoded again at the OCR size), never from the small image the model sees.
 """
 
 from __future__ import annotations
@@ -18,8 +26,11 @@ import logging
 import math
 import os
 import queue
+import re
 import signal
 import threading
+import time
+import unicodedata
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
@@ -27,6 +38,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .._decoding import bomb_reason, decode_refusal, to_rgb
+from .._text import _ocr
 
 # Pages a worker may hold finished but not yet taken by the parent (besides the one being sent).
 PREFETCH = 2
@@ -36,6 +48,23 @@ REOPEN_EVERY = 64
 # What a worker takes for itself (Python, Pillow, PDFium, numpy) on top of the decoding budget.
 OWN_MEMORY = 256 << 20
 
+# A PDF text layer is broken, and treated as missing, when any of these holds (layer_problem). Measured on
+# the real-world files kept with the tests and in ../shared/corpus (226 pages with text in 15 files: LaTeX,
+# Word, LibreOffice, Google Docs and PowerPoint exports, a 117-page book with Type3 fonts, a scan's OCR
+# layer): no page has more than 2.6% of its characters unmapped or 0.3% odd ones, and letters and digits
+# make at least 68% of every page (a page of formulas), once a run of one repeated mark (the dot leaders of
+# a table of contents: 50% without) counts once. The one odd sample, an Arabic page one of whose fonts has
+# no usable map, has 5 of its 24 characters unmapped (21%) and keeps its layer. A third of a page
+# unreadable is far worse than what OCR reads (about 2% of characters wrong, see docvec._text._ocr).
+#: the share of a layer's characters that pdfium cannot map to unicode (no /ToUnicode, unknown glyph names)
+MAP_ERROR_SHARE = 1 / 3
+#: the share of U+FFFD, private-use, unassigned and control characters (a /ToUnicode that maps to garbage)
+ODD_SHARE = 1 / 3
+#: the least share of letters, marks and digits, in any script, of a layer of LETTERS_JUDGED characters or
+#: more (a shorter one is broken only if it has none)
+LETTER_SHARE = 0.5
+LETTERS_JUDGED = 10
+
 
 class OpenTask(NamedTuple):
     job: int
@@ -43,8 +72,17 @@ class OpenTask(NamedTuple):
     kind: str
 
 
+class TextSpec(NamedTuple):
+    """The text a render task asks for: ``ocr`` is "off", "auto" (pages without a usable text layer) or "on"
+    (every page); ``limit`` is the most characters kept of a page."""
+
+    ocr: str
+    limit: int
+
+
 class RenderTask(NamedTuple):
-    """Render pages ``start``, ``start + step``, ... (1-based) of one document."""
+    """Render pages ``start``, ``start + step``, ... (1-based) of one document; with ``text``, read their
+    text too; without ``image``, only read it (one :class:`Text` a page, nothing rendered for the model)."""
 
     job: int
     path: str
@@ -53,6 +91,8 @@ class RenderTask(NamedTuple):
     step: int
     target_pixels: int
     max_pixels: int
+    text: TextSpec | None = None
+    image: bool = True
 
 
 class Cancel(NamedTuple):
@@ -79,6 +119,17 @@ class Failed(NamedTuple):
     reason: str
 
 
+class TextResult(NamedTuple):
+    """A page's text: ``source`` is "pdf" or "ocr" (``None`` with no text); ``ocr_s`` the seconds OCR took
+    (not charged to the document's time limit: the engine has its own); ``problem``, for a user, why OCR
+    gave nothing (``None`` when it did not fail)."""
+
+    text: str | None
+    source: str | None
+    ocr_s: float = 0.0
+    problem: str | None = None
+
+
 class Page(NamedTuple):
     job: int
     number: int
@@ -86,6 +137,15 @@ class Page(NamedTuple):
     height: int
     size_pt: tuple[float, float] | None
     rotation: int
+    text: TextResult | None = None
+
+
+class Text(NamedTuple):
+    """A page's text, for a task without ``image``."""
+
+    job: int
+    number: int
+    result: TextResult
 
 
 class PageFailed(NamedTuple):
@@ -265,13 +325,23 @@ class _Worker:
             for number in range(task.start, _frame_count(image) + 1, task.step):
                 if self.cancelled(task.job):
                     return
+                if not task.image:
+                    self.out.put((Text(task.job, number, self._image_text(task, number)), None))
+                    continue
                 try:
                     rgb = _image_frame(image, number, task.max_pixels, self.memory_limit)
                 except _PageFailure as e:
                     self.out.put((PageFailed(task.job, number, str(e)), None))
                     continue
-                page = Page(task.job, number, rgb.width, rgb.height, None, 0)
+                text = None if task.text is None else self._image_text(task, number)
+                page = Page(task.job, number, rgb.width, rgb.height, None, 0, text)
                 self.out.put((page, rgb.tobytes()))
+
+    def _image_text(self, task: RenderTask, number: int) -> TextResult:
+        """An image file's page has no text layer: its text is OCR's, when OCR is not off."""
+        if task.text is None or task.text.ocr == "off":
+            return TextResult(None, None)
+        return _read_image_frame(task.path, number, task.text.limit, self.memory_limit)
 
 
 def _open_pdf(path: str) -> Any:
@@ -319,29 +389,195 @@ def _render_pdf_page(pdf: Any, number: int, task: RenderTask) -> Outgoing:
     except pdfium.PdfiumError as e:
         raise _PageFailure(f"cannot load the page: {e}") from None
     try:
-        # Sizes are after /Rotate, and render() applies /Rotate itself: a /Rotate 90 page comes out landscape.
-        width_pt, height_pt = float(page.get_width()), float(page.get_height())
-        try:
-            rotation = int(page.get_rotation())
-        except (pdfium.PdfiumError, KeyError):
-            rotation = 0  # an invalid /Rotate: PDFium draws the page unrotated
-        scale = page_scale(width_pt, height_pt, task.target_pixels, task.max_pixels)
-        try:
-            bitmap = page.render(scale=scale, rev_byteorder=True, may_draw_forms=True)
-        except ValueError as e:  # pypdfium2's check of an empty visible area
-            raise _PageFailure(f"the page has no visible area: {e}") from None
-        except MemoryError:
-            raise _PageFailure(f"out of memory rendering {width_pt:g} x {height_pt:g} pt") from None
-        except pdfium.PdfiumError as e:
-            raise _PageFailure(f"cannot render the page: {e}") from None
-        pixels = bitmap.buffer  # packed RGB (native bitmap: stride == 3 * width); outlives bitmap.close()
-        if bitmap.n_channels != 3 or bitmap.stride != 3 * bitmap.width:
-            raise _PageFailure(f"unexpected bitmap layout ({bitmap.mode}, stride {bitmap.stride})")
-        message = Page(task.job, number, bitmap.width, bitmap.height, (width_pt, height_pt), rotation)
-        bitmap.close()
+        if not task.image:
+            return Text(task.job, number, _pdf_text(page, task.text or TextSpec("off", 0))), None
+        message, pixels = _model_image(page, number, task)
+        if task.text is not None:
+            message = message._replace(text=_pdf_text(page, task.text))
         return message, pixels
     finally:
         page.close()
+
+
+def _model_image(page: Any, number: int, task: RenderTask) -> tuple[Page, bytes]:
+    """The page rendered near the model's pixel budget, as a :class:`Page` and its packed RGB pixels."""
+    import pypdfium2 as pdfium
+
+    # Sizes are after /Rotate, and render() applies /Rotate itself: a /Rotate 90 page comes out landscape.
+    width_pt, height_pt = float(page.get_width()), float(page.get_height())
+    try:
+        rotation = int(page.get_rotation())
+    except (pdfium.PdfiumError, KeyError):
+        rotation = 0  # an invalid /Rotate: PDFium draws the page unrotated
+    scale = page_scale(width_pt, height_pt, task.target_pixels, task.max_pixels)
+    try:
+        bitmap = page.render(scale=scale, rev_byteorder=True, may_draw_forms=True)
+    except ValueError as e:  # pypdfium2's check of an empty visible area
+        raise _PageFailure(f"the page has no visible area: {e}") from None
+    except MemoryError:
+        raise _PageFailure(f"out of memory rendering {width_pt:g} x {height_pt:g} pt") from None
+    except pdfium.PdfiumError as e:
+        raise _PageFailure(f"cannot render the page: {e}") from None
+    pixels = bitmap.buffer  # packed RGB (native bitmap: stride == 3 * width); outlives bitmap.close()
+    if bitmap.n_channels != 3 or bitmap.stride != 3 * bitmap.width:
+        raise _PageFailure(f"unexpected bitmap layout ({bitmap.mode}, stride {bitmap.stride})")
+    message = Page(task.job, number, bitmap.width, bitmap.height, (width_pt, height_pt), rotation)
+    bitmap.close()
+    return message, pixels
+
+
+# -- page text ------------------------------------------------------------------------------------------
+
+# Line breaks of every kind as "\n" (pdfium ends its lines with "\r\n"), then the control characters left
+# but "\t" dropped: NULs, pdfium's U+0002 (its mark of a word hyphenated across lines: the word comes out
+# joined) and C1 controls.
+_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_CONTROLS = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+_BLANK_RUNS = re.compile("\n{3,}")
+# the categories of characters no real text is made of: private use, unassigned, surrogates, controls
+_ODD = frozenset({"Co", "Cn", "Cs", "Cc"})
+_REPEATS = re.compile(r"([^\w\s])(?:\s*\1)+")
+
+
+def clean_text(text: str, limit: int) -> str:
+    """``text`` (a text layer's or OCR's) as docvec keeps it: NFC, line breaks as "\\n", control characters
+    other than "\\t" and "\\n" dropped, no trailing spaces, runs of blank lines as one, and at most ``limit``
+    characters (cut at a whitespace near the limit: :func:`cut_text`)."""
+    text = _CONTROLS.sub("", _BREAKS.sub("\n", text))
+    text = unicodedata.normalize("NFC", text)
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return cut_text(_BLANK_RUNS.sub("\n\n", text).strip(), limit)
+
+
+def cut_text(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters: at the last whitespace within the limit when that keeps
+    at least nine tenths of it (no word is cut in half), at the limit itself otherwise (one long run)."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1]  # a whitespace right after the limit ends a whole word too
+    at = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    if at >= 0.9 * limit:
+        return text[:at].rstrip()
+    return text[:limit]
+
+
+def layer_problem(raw: str, unmapped: int, chars: int) -> str | None:
+    """Why a PDF text layer is garbage (to be treated as missing), or ``None`` when it is usable.
+
+    ``raw`` is the layer as pdfium gives it; ``unmapped`` of its ``chars`` characters (spaces and the
+    characters pdfium generates not counted) have no unicode mapping (``FPDFText_HasUnicodeMapError``: no
+    /ToUnicode and glyph codes that say nothing). Thresholds and why: :data:`MAP_ERROR_SHARE`,
+    :data:`ODD_SHARE`, :data:`LETTER_SHARE`.
+    """
+    if chars and unmapped >= MAP_ERROR_SHARE * chars:
+        return f"{unmapped} of {chars} characters have no unicode mapping"
+    judged = [c for c in raw if not c.isspace() and c != "\x02"]  # U+0002: pdfium's own hyphen mark
+    if not judged:
+        return None
+    odd = sum(1 for c in judged if c == "\ufffd" or unicodedata.category(c) in _ODD)
+    if odd >= ODD_SHARE * len(judged):
+        return f"{odd} of {len(judged)} characters are U+FFFD, private-use, unassigned or control characters"
+    # a run of one repeated mark (". . . ." leaders, "____" rules) counts once
+    marks = [c for c in _REPEATS.sub(r"\1", raw) if not c.isspace() and c != "\x02"]
+    letters = sum(1 for c in marks if c.isalnum() or unicodedata.category(c).startswith("M"))
+    if len(marks) >= LETTERS_JUDGED and letters < LETTER_SHARE * len(marks):
+        return f"only {letters} of {len(marks)} characters are letters or digits"
+    if not letters:
+        return "no letter or digit"
+    return None
+
+
+def _pdf_text(page: Any, spec: TextSpec) -> TextResult:
+    """A PDF page's text as ``spec`` asks: its text layer, or OCR's (see the module's docstring)."""
+    try:
+        layer = None if spec.ocr == "on" else _text_layer(page, spec.limit)
+        if spec.ocr == "off" or (spec.ocr == "auto" and layer is not None):
+            return TextResult(layer, None if layer is None else "pdf")
+        result = _read_pdf_page(page, spec.limit)
+        if result.text is None and spec.ocr == "on":
+            # OCR failed or saw nothing (white or invisible text): the layer, if usable, rather than nothing
+            layer = _text_layer(page, spec.limit)
+            if layer is not None:
+                return result._replace(text=layer, source="pdf")
+        return result
+    except Exception as e:  # PDFium's or a decoder's surprise: the page goes on without its text
+        return TextResult(None, None, problem=f"cannot read the text: {type(e).__name__}: {e}")
+
+
+def _text_layer(page: Any, limit: int) -> str | None:
+    """The page's text layer in pdfium's reading order, cleaned; ``None`` when it is missing or broken."""
+    import pypdfium2 as pdfium
+
+    try:
+        textpage = page.get_textpage()
+    except pdfium.PdfiumError:
+        return None  # pdfium cannot parse the page's text: as good as none
+    try:
+        raw = textpage.get_text_bounded()  # the text within the page's visible area
+        unmapped, chars = _unmapped(textpage)
+    finally:
+        textpage.close()
+    if layer_problem(raw, unmapped, chars) is not None:
+        return None
+    return clean_text(raw, limit) or None
+
+
+def _unmapped(textpage: Any) -> tuple[int, int]:
+    """(characters without a unicode mapping, characters) of a text page, not counting spaces and the
+    characters pdfium generates (line breaks, the spaces it infers between words)."""
+    import pypdfium2.raw as pdfium_c
+
+    raw = textpage.raw
+    unmapped = chars = 0
+    for index in range(pdfium_c.FPDFText_CountChars(raw)):
+        if pdfium_c.FPDFText_IsGenerated(raw, index) == 1:
+            continue
+        code = pdfium_c.FPDFText_GetUnicode(raw, index)
+        if code < 0x110000 and chr(code).isspace():
+            continue
+        chars += 1
+        unmapped += pdfium_c.FPDFText_HasUnicodeMapError(raw, index) == 1
+    return unmapped, chars
+
+
+def _read_pdf_page(page: Any, limit: int) -> TextResult:
+    """OCR's text of a PDF page, rendered in greyscale at the OCR resolution (within the OCR pixel cap)."""
+    import pypdfium2 as pdfium
+
+    start = time.monotonic()
+    try:
+        width_pt, height_pt = float(page.get_width()), float(page.get_height())
+        target = round(width_pt * height_pt * (_ocr.DPI / 72) ** 2) if width_pt * height_pt > 0 else 1
+        scale = page_scale(width_pt, height_pt, min(target, _ocr.MAX_PIXELS), _ocr.MAX_PIXELS)
+        try:
+            bitmap = page.render(scale=scale, grayscale=True, may_draw_forms=True)
+        except ValueError as e:  # pypdfium2's check of an empty visible area
+            raise _PageFailure(f"the page has no visible area: {e}") from None
+        except MemoryError:
+            raise _PageFailure("out of memory rendering the page for OCR") from None
+        except pdfium.PdfiumError as e:
+            raise _PageFailure(f"cannot render the page for OCR: {e}") from None
+        try:
+            text = clean_text(_ocr.read_text(bitmap.to_pil(), dpi=72 * scale), limit)
+        finally:
+            bitmap.close()
+    except (_PageFailure, _ocr.OcrError) as e:
+        return TextResult(None, None, time.monotonic() - start, f"OCR: {e}")
+    return TextResult(text or None, "ocr" if text else None, time.monotonic() - start)
+
+
+def _read_image_frame(path: str, number: int, limit: int, budget: int) -> TextResult:
+    """OCR's text of frame ``number`` of an image file, decoded again for the purpose (within the OCR pixel
+    cap, not the model's: the model's image is decoded as it would be without OCR)."""
+    start = time.monotonic()
+    try:
+        with _open_image(path) as image:
+            frame = _image_frame(image, number, _ocr.MAX_PIXELS, budget)
+        # no dpi: an image file's is often absent or a default (72) that says nothing; tesseract measures
+        text = clean_text(_ocr.read_text(frame), limit)
+    except (_DocumentFailure, _PageFailure, _ocr.OcrError) as e:
+        return TextResult(None, None, time.monotonic() - start, f"OCR: {e}")
+    return TextResult(text or None, "ocr" if text else None, time.monotonic() - start)
 
 
 def _open_image(path: str) -> Image.Image:
