@@ -113,7 +113,8 @@ def test_search(index: IndexLike) -> None:
     hits = index.search("a smiling face", 3)
     assert len(hits) == 3 and [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert {h.name for h in hits} <= set(DOCUMENTS)
-    assert index.search_mode() == "dense" and index.search_mode("auto") == "dense"
+    # auto: the dense ranking, fused with the keyword ranking on a collection with text (the default)
+    assert index.search_mode() == "dense+text" and index.search_mode("auto") == "dense+text"
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,8 @@ def test_pages_keep_their_tokens_and_three_modes_search_them(
             np.testing.assert_allclose(p.tokens, want[0], atol=2**-10)
         _, query_tokens = embedder.embed_queries_multi(["the quick brown fox"])
         exact = sorted(points, key=lambda p: -_maxsim(query_tokens[0], p.tokens))  # type: ignore[arg-type]
-        assert index.search_mode() == "hybrid"  # auto, on a multi-vector collection
+        # auto, on a multi-vector collection (with text, as new collections are: fused with it)
+        assert index.search_mode() == "hybrid+text"
         multi = index.search("the quick brown fox", 5, mode="multi")
         assert [h.doc_id for h in multi] == [p.payload["doc_id"] for p in exact[:5]]
         assert [h.page for h in multi] == [p.payload["page"] for p in exact[:5]]
@@ -167,7 +168,7 @@ def test_the_api_says_which_mode_answered(tmp_path: Path, folder: Path, tiny_dir
         index.add([folder / "pysamples__smile.png", folder / "pysamples__minimal-document.pdf"])
     with TestClient(create_app(settings)) as client:
         r = client.post("/search", json={"query": "a face", "k": 2})
-        assert r.status_code == 200 and r.json()["mode"] == "hybrid"
+        assert r.status_code == 200 and r.json()["mode"] == "hybrid+text"
         r = client.get("/search", params={"q": "a face", "mode": "multi"})
         assert r.json()["mode"] == "multi" and len(r.json()["hits"]) == 2
         r = client.post("/search", json={"query": "a face", "mode": "dense", "prefetch": 5})

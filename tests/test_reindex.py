@@ -101,7 +101,8 @@ def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
         http = httpx.Client(base_url=server.url, timeout=60)
 
         def search(q: str) -> tuple[tuple[str, int, float], ...]:
-            r = http.post("/search", json={"query": q, "k": 5})
+            # dense: its scores are the vectors' (a fused search's are ranks, which another model may share)
+            r = http.post("/search", json={"query": q, "k": 5, "mode": "dense"})
             r.raise_for_status()
             return _answer(r.json()["hits"])
 
@@ -117,7 +118,7 @@ def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
                     q = QUERIES[i % len(QUERIES)]
                     i += 1
                     try:
-                        r = mine.post("/search", json={"query": q, "k": 5})
+                        r = mine.post("/search", json={"query": q, "k": 5, "mode": "dense"})
                         r.raise_for_status()
                         answers.append((q, _answer(r.json()["hits"])))
                     except httpx.HTTPError as e:
@@ -298,7 +299,7 @@ def test_reindex_on_a_qdrant_server(tmp_path: Path, documents: Path, tiny_dir: P
     )
     with Index.open(settings) as index:
         index.add([documents / "pysamples__smile.png", documents / "pysamples__minimal-document.pdf"])
-        before = index.search("a face", 2)
+        before = index.search("a face", 2, mode="dense")
         result = index.reindex(ReindexSpec(max_pixels=BIGGER, drop_old=True), settle=0.0)
         assert (result.old_version, result.new_version, result.switched, result.dropped_old) == (
             "docvec.v1",
@@ -310,7 +311,7 @@ def test_reindex_on_a_qdrant_server(tmp_path: Path, documents: Path, tiny_dir: P
         assert [(v.version, v.live, v.pages, v.max_pixels) for v in index.versions()] == [
             ("docvec.v2", True, 2, BIGGER)
         ]
-        after = index.search("a face", 2)
+        after = index.search("a face", 2, mode="dense")
         assert {h.doc_id for h in after} == {h.doc_id for h in before}
         assert [h.score for h in after] != [h.score for h in before]
 

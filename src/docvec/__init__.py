@@ -62,6 +62,7 @@ from ._records import (
     IngestReport,
     ModelFingerprint,
     PagePayload,
+    PageText,
     ReindexReport,
     ReindexSpec,
     SearchFilter,
@@ -69,6 +70,7 @@ from ._records import (
     VersionInfo,
 )
 from ._store import PageStore, StoredPage
+from ._text._snippet import Snippet
 
 __version__ = "0.1.0"
 
@@ -109,6 +111,7 @@ __all__ = [
     "PagePayload",
     "PageStore",
     "PageStoreError",
+    "PageText",
     "ReindexReport",
     "ReindexSpec",
     "RemoteIndex",
@@ -118,6 +121,7 @@ __all__ = [
     "RendererStateError",
     "SearchFilter",
     "Settings",
+    "Snippet",
     "SourceDocument",
     "StoreBusyError",
     "StoreError",

@@ -46,6 +46,7 @@ from ._records import (
     Hit,
     IngestReport,
     PagePayload,
+    PageText,
     ReindexReport,
     ReindexSpec,
     SearchFilter,
@@ -251,9 +252,12 @@ class RemoteIndex(Closing):
         *,
         mode: SearchMode | Literal["auto"] | None = None,
         prefetch: int | None = None,
+        with_text: bool = False,
     ) -> list[Hit]:
         """The ``k`` pages that best match ``query`` (see :meth:`docvec.Index.search`)."""
         body: dict[str, Any] = {"query": query, "k": k, "mode": mode, "prefetch": prefetch}
+        if with_text:
+            body["with_text"] = True
         if filter is not None:
             body["filter"] = filter.model_dump(mode="json", exclude_none=True)
         answer = self._request("POST", "/search", json=body)
@@ -265,7 +269,12 @@ class RemoteIndex(Closing):
         health = self._request("GET", "/healthz")
         if mode is None:
             return health["search_mode"]  # type: ignore[no-any-return]
-        return choose_mode(mode, multivector=bool(health.get("multivector")), collection=self.collection)
+        return choose_mode(
+            mode,
+            multivector=bool(health.get("multivector")),
+            text=bool(health.get("text")),
+            collection=self.collection,
+        )
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
         """Indexed documents ordered by source path, with the total."""
@@ -282,6 +291,10 @@ class RemoteIndex(Closing):
         what = "thumbnail" if thumbnail else "image"
         suffix = "jpg" if thumbnail else "png"
         return self._download(f"/documents/{doc_id}/pages/{page}/{what}", f"{doc_id}-{page}-{what}.{suffix}")
+
+    def page_text(self, doc_id: str, page: int) -> PageText:
+        """The page's whole text as the server's index keeps it."""
+        return PageText.model_validate(self._request("GET", f"/documents/{doc_id}/pages/{page}/text"))
 
     def document_file(self, doc_id: str) -> tuple[Path, str, str]:
         """The document's file as it was indexed, downloaded from the server, with its display name and

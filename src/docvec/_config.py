@@ -181,12 +181,52 @@ class Settings(BaseSettings):
             "instead of each one (1: every token; 2 or 3 cut a page's vectors that many times)."
         ),
     )
-    search_mode: Literal["auto", "dense", "multi", "hybrid"] = Field(
+    text: bool = Field(
+        True,
+        description=(
+            "Create new collections (and reindexed versions) with text: every page's text (its PDF text "
+            "layer, or OCR) is stored with it, for keyword search fused with the visual ranking, snippets "
+            "and RAG. A collection's choice is recorded with it; `docvec reindex --text` adds text to one "
+            "made without."
+        ),
+    )
+    ocr: Literal["auto", "off", "on"] = Field(
+        "auto",
+        description=(
+            "Read pages' text by OCR (tesseract): auto, pages without a usable text layer (scans, images); "
+            "on, every page; off, never. Off, with one warning, when tesseract is not installed."
+        ),
+    )
+    text_max_chars: int = Field(
+        20_000, ge=100, le=1_000_000, description="The most characters of text a page keeps (more is cut)."
+    )
+    text_weight: float = Field(
+        1.0,
+        ge=0,
+        le=100,
+        description=(
+            "A fused search's weight of the keyword ranking against the visual one's 1 (Qdrant's weighted "
+            "reciprocal rank fusion divides a ranking's positions by its weight: at 2 the keyword ranking's "
+            "second page counts as much as the visual ranking's first); above 1 favours pages whose text "
+            "holds the query's words, below 1 their look."
+        ),
+    )
+    text_stemmer: str = Field(
+        "english",
+        description=(
+            "New collections with text: the Snowball stemmer their terms and queries go through (a "
+            "language name such as english, german, french; none: no stemming)."
+        ),
+    )
+    search_mode: Literal[
+        "auto", "dense", "multi", "hybrid", "text", "dense+text", "multi+text", "hybrid+text"
+    ] = Field(
         "auto",
         description=(
             "How searches score pages: dense (the single vector), multi (MaxSim over every page's tokens), "
-            "hybrid (the dense vector's best `prefetch` pages, reranked by MaxSim); auto: hybrid on a "
-            "multi-vector collection, dense otherwise."
+            "hybrid (the dense vector's best `prefetch` pages, reranked by MaxSim), text (keywords in the "
+            "page's text, BM25), or one of the first three fused with text (dense+text ...); auto: hybrid "
+            "on a multi-vector collection, dense otherwise, fused with text on a collection with text."
         ),
     )
     prefetch: int = Field(

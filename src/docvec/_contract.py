@@ -77,8 +77,9 @@ class IndexLike(Protocol):
         *,
         mode: records.SearchMode | Literal["auto"] | None = None,
         prefetch: int | None = None,
+        with_text: bool = False,
     ) -> list[records.Hit]:
-        """The ``k`` pages that best match ``query``, best first."""
+        """The ``k`` pages that best match ``query``, best first (with their whole text: ``with_text``)."""
         ...
 
     def search_mode(self, mode: records.SearchMode | Literal["auto"] | None = None) -> records.SearchMode:
@@ -95,6 +96,10 @@ class IndexLike(Protocol):
 
     def page_file(self, doc_id: str, page: int, *, thumbnail: bool = False) -> Path:
         """The page's image as rendered for the model (PNG), or its thumbnail (JPEG)."""
+        ...
+
+    def page_text(self, doc_id: str, page: int) -> records.PageText:
+        """The page's whole text as the index keeps it."""
         ...
 
     def document_file(self, doc_id: str) -> tuple[Path, str, str]:

@@ -210,7 +210,7 @@ def evaluate(
             "qdrant_api_key": None,
             "collection": "eval",
         }
-        if any(m in ("multi", "hybrid") for m in modes):
+        if any(m.partition("+")[0] in ("multi", "hybrid") for m in modes):
             update["multivector"] = True
         s = settings.model_copy(update=update)
         with Index.open(s, embedder=embedder) as index:

@@ -24,13 +24,14 @@ from ._config import Settings, settings_for
 from ._errors import (
     CollectionNotFoundError,
     ConfigError,
+    ConflictError,
     IngestError,
     InputError,
     ModelError,
     NotFoundError,
 )
 from ._fileio import MB
-from ._live import RESOLVE_EVERY, LiveVersion, new_renderer
+from ._live import RESOLVE_EVERY, LiveVersion, new_renderer, new_text
 from ._model import Embedder
 from ._pipeline import _documents, _gc, _search
 from ._pipeline._ingest import PageFn, ProgressFn
@@ -44,6 +45,7 @@ from ._records import (
     Hit,
     IngestReport,
     PagePayload,
+    PageText,
     ReindexReport,
     ReindexSpec,
     SearchFilter,
@@ -227,11 +229,16 @@ class Index(Closing):
         *,
         mode: SearchMode | Literal["auto"] | None = None,
         prefetch: int | None = None,
+        with_text: bool = False,
     ) -> list[Hit]:
         """The ``k`` pages (1..100) that best match ``query``, best first, among those ``filter`` admits.
 
         ``mode`` (default: ``settings.search_mode``) is ``dense``, ``multi`` or ``hybrid`` (the dense
-        vector's best ``prefetch`` pages reranked by MaxSim), or ``auto`` (:meth:`search_mode` says which).
+        vector's best ``prefetch`` pages reranked by MaxSim), ``text`` (keywords in the pages' text: no
+        model is loaded), one of the first three fused with text (``dense+text`` ...), or ``auto``
+        (:meth:`search_mode` says which). On a collection with text every hit carries a snippet of its
+        page's text around the query's terms, and with ``with_text`` the page's whole text (for a RAG
+        caller: one round trip).
         The query and ``k`` are checked before the model is loaded. Searching a collection nothing was
         indexed into raises :class:`~docvec.CollectionNotFoundError` saying so, and one whose vectors
         another model (or vector size) made :class:`~docvec.CollectionMismatchError`. A search under way
@@ -247,8 +254,9 @@ class Index(Closing):
                     f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
                     "run `docvec ingest` first"
                 )
-            embedder = self._live.for_search(version)
             chosen = self.search_mode(mode)
+            # a keyword search needs no model: it answers before one is loaded
+            embedder = None if chosen == "text" else self._live.for_search(version)
             try:
                 return _search.search(
                     embedder,
@@ -259,6 +267,9 @@ class Index(Closing):
                     flt=filter,
                     mode=chosen,
                     prefetch=prefetch or self.settings.prefetch,
+                    text=self._live.text(version),
+                    weight=self.settings.text_weight,
+                    with_text=with_text,
                 )
             except (CollectionNotFoundError, ModelError):
                 # the version was dropped, or the model replaced, between the lookup and the search: once
@@ -269,12 +280,14 @@ class Index(Closing):
 
     def search_mode(self, mode: SearchMode | Literal["auto"] | None = None) -> SearchMode:
         """The mode a search with ``mode`` (default: ``settings.search_mode``) runs in: ``auto`` is hybrid
-        on a multi-vector collection and dense otherwise; ``multi`` and ``hybrid`` need a multi-vector
-        collection (:class:`~docvec.InputError` otherwise)."""
+        on a multi-vector collection and dense otherwise, fused with text (``hybrid+text``, ``dense+text``)
+        on a collection with text; ``multi`` and ``hybrid`` need a multi-vector collection, ``text`` and the
+        fused modes a collection with text (:class:`~docvec.ConflictError` otherwise)."""
         version = self._live.version()
         multi = version is not None and self._store.token_dim(version) is not None
+        text = version is not None and self._live.text(version) is not None
         return _search.choose_mode(
-            mode or self.settings.search_mode, multivector=multi, collection=self.collection
+            mode or self.settings.search_mode, multivector=multi, text=text, collection=self.collection
         )
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
@@ -288,6 +301,17 @@ class Index(Closing):
         """A document's indexed pages in order; :class:`~docvec.NotFoundError` for an unknown document."""
         payloads = _documents.pages_of(self._store, self._version_or_none(), doc_id)
         return [PagePayload.model_validate(p) for p in payloads]
+
+    def page_text(self, doc_id: str, page: int) -> PageText:
+        """The page's whole text as the index keeps it ("" for a page without text), and where it came from;
+        :class:`~docvec.NotFoundError` for an unknown document or page, :class:`~docvec.ConflictError` on
+        a collection that keeps no text."""
+        version = self._version_or_none()
+        if self._live.text(version) is None:
+            raise ConflictError(
+                f"collection {self.collection!r} keeps no text: `docvec reindex --text` adds it"
+            )
+        return _documents.page_text(self._store, version, doc_id, page)
 
     def page_file(self, doc_id: str, page: int, *, thumbnail: bool = False) -> Path:
         """The page's image as rendered for the model (PNG), or its thumbnail (JPEG, at most 256 px)."""
@@ -378,8 +402,14 @@ class Index(Closing):
             target_model = spec.model or base.model
             multi = base.multivector if spec.multivector is None else spec.multivector
             pool = base.token_pool if spec.token_pool is None else spec.token_pool
+            text = self._live.text(version)
+            if spec.text is not None:
+                # --text keeps the live version's way of keeping text where it has one, else the settings'
+                text = (
+                    (text or new_text(self.settings.model_copy(update={"text": True}))) if spec.text else None
+                )
             target = self._live.load(target_model, base.embed.model_copy(update=changes))
-            renderer = new_renderer(self.settings, target)
+            renderer = new_renderer(self.settings, target, text)
             if settle is None:
                 settle = 2 * RESOLVE_EVERY if self._store.backend.resolves_aliases else 0.0
             try:
@@ -389,6 +419,7 @@ class Index(Closing):
                     model=target_model,
                     multivector=multi,
                     token_pool=pool,
+                    text=text,
                     progress=progress,
                 ).run(write_lock=self._write_lock, settle=settle, drop_old=spec.drop_old)
             except BaseException:

@@ -22,12 +22,13 @@ from ._model import Embedder, resolve_model
 from ._pipeline._ingest import Ingestor
 from ._pipeline._parts import Parts
 from ._pipeline._provenance import check_same_vectors, embedding_info, fits, recorded_info
-from ._pipeline._versions import Fit, fitting_settings, new_record, version_record
-from ._records import EmbeddingInfo
+from ._pipeline._versions import Fit, fitting_settings, new_record, text_index, version_record
+from ._records import EmbeddingInfo, TextIndex
 from ._render import Renderer
 from ._store import PageStore, Store
+from ._text._terms import Analyzer
 
-__all__ = ["RESOLVE_EVERY", "LiveVersion"]
+__all__ = ["RESOLVE_EVERY", "LiveVersion", "new_renderer", "new_text"]
 
 log = logging.getLogger("docvec")
 
@@ -61,6 +62,7 @@ class LiveVersion:
         self._searched: str | None = None  # the version whose vectors were found to fit the model
         self._live: str | None = None
         self._live_at = 0.0
+        self._texts: dict[str, TextIndex | None] = {}  # each version's text index, read once
         self._model_lock = threading.Lock()
         self._version_lock = threading.Lock()
 
@@ -79,6 +81,14 @@ class LiveVersion:
                     log.info("collection %r now reads %s (was %s)", self.collection, live, self._live)
                 self._live = live
             return self._live
+
+    def text(self, version: str) -> TextIndex | None:
+        """How ``version`` keeps its pages' text (its record's), ``None`` when it keeps none."""
+        if version not in self._texts:
+            found = text_index(self.store, version)
+            with self._version_lock:
+                self._texts[version] = found
+        return self._texts[version]
 
     # -- the model ---------------------------------------------------------------------------------
 
@@ -186,31 +196,40 @@ class LiveVersion:
             version = self.version()
             info = self._info(embedder)
             if version is None:
-                record = new_record(info, self.settings.model, building=False)
+                record = new_record(info, self.settings.model, building=False, text=new_text(self.settings))
                 self.store.ensure_collection(
                     self.collection,
                     embedder.dim,
                     record.model_dump(mode="json"),
                     tokens=embedder.head_dim if info.multivector else None,
+                    text=record.text is not None,
                 )
                 version = self.version(refresh=True)
                 assert version is not None
             ingestor = self._ingestor
             if ingestor is None or ingestor.collection != version or ingestor.embedder is not embedder:
-                parts = Parts(self.store, self.pages, self._renderer_for(embedder), embedder)
+                text = self.text(version)
+                parts = Parts(self.store, self.pages, self._renderer_for(embedder, text), embedder)
                 ingestor = Ingestor(
-                    parts, collection=version, multivector=info.multivector, token_pool=info.token_pool
+                    parts,
+                    collection=version,
+                    multivector=info.multivector,
+                    token_pool=info.token_pool,
+                    text=text,
                 )
                 self._ingestor = ingestor
             return ingestor
 
-    def _renderer_for(self, embedder: Embedder) -> Renderer:
-        """The render workers, rendering at ``embedder``'s page budget (started again when it changes)."""
-        if self._renderer is None or self._renderer.target_pixels != embedder.bounds.max_pixels:
-            if self._renderer is not None:
-                self._renderer.close()
-            self._renderer = new_renderer(self.settings, embedder)
-        return self._renderer
+    def _renderer_for(self, embedder: Embedder, text: TextIndex | None) -> Renderer:
+        """The render workers, rendering at ``embedder``'s page budget and reading pages' text for a
+        version that keeps it (started again when either changes)."""
+        current = self._renderer
+        wanted = (embedder.bounds.max_pixels, text is not None, text.max_chars if text else 20_000)
+        if current is None or (current.target_pixels, current.text, current.text_limit) != wanted:
+            if current is not None:
+                current.close()
+            current = self._renderer = new_renderer(self.settings, embedder, text)
+        return current
 
     # -- lifetime ----------------------------------------------------------------------------------
 
@@ -224,12 +243,23 @@ class LiveVersion:
                 self._model.close()
 
 
-def new_renderer(settings: Settings, embedder: Embedder) -> Renderer:
-    """Render workers for ``embedder``'s page budget, with the render settings."""
+def new_renderer(settings: Settings, embedder: Embedder, text: TextIndex | None = None) -> Renderer:
+    """Render workers for ``embedder``'s page budget, with the render settings; reading each page's text
+    (and OCR as ``settings.ocr`` says) for a version with ``text``."""
     render = settings.render
     return Renderer(
         workers=render.workers,
         target_pixels=embedder.bounds.max_pixels,
         timeout_s=render.timeout_s,
         memory_limit=render.max_memory_mb * MB,
+        text=text is not None,
+        ocr=settings.ocr,
+        text_limit=text.max_chars if text is not None else 20_000,
     )
+
+
+def new_text(settings: Settings) -> TextIndex | None:
+    """How a new collection (or version) keeps its pages' text, as the settings ask; ``None`` for none."""
+    if not settings.text:
+        return None
+    return TextIndex(analyzer=Analyzer(stemmer=settings.text_stemmer), max_chars=settings.text_max_chars)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError, NotFoundError, RenderError
-from .._records import DocumentList, DocumentSummary, display_name
+from .._records import DocumentList, DocumentSummary, PageText, display_name
 from .._store import Filter, Store
 from .._store._pages import PageStore
 from ._sources import missing_reason, sha256_of
@@ -20,6 +20,7 @@ __all__ = [
     "document_file",
     "list_documents",
     "page_file",
+    "page_text",
     "pages_of",
     "source_filter",
     "source_in_use",
@@ -79,6 +80,16 @@ def page_file(store: Store, collection: str, pages: PageStore, doc_id: str, page
         raise NotFoundError(
             f"page {page} of {doc_id}: the {field} file is missing from the page store"
         ) from None
+
+
+def page_text(store: Store, collection: str, doc_id: str, page: int) -> PageText:
+    """A page's whole text as stored ("" for a page without text); :class:`NotFoundError` when the
+    document has no such indexed page."""
+    payload = next((p for p in pages_of(store, collection, doc_id) if p.get("page") == page), None)
+    if payload is None:
+        raise NotFoundError(f"document {doc_id} has no indexed page {page}")
+    text = str(payload.get("text") or "")
+    return PageText(doc_id=doc_id, page=page, text=text, text_from=payload.get("text_from") if text else None)
 
 
 def document_file(store: Store, collection: str, doc_id: str) -> tuple[Path, str, str]:

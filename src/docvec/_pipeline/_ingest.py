@@ -38,14 +38,15 @@ from .._errors import (
 )
 from .._model._embedder import Embedder
 from .._model._head import pool_tokens
-from .._records import IngestFailure, IngestReport, PagePayload
+from .._records import IngestFailure, IngestReport, PagePayload, TextIndex
 from .._render._renderer import DocumentInfo, PageFailure, RenderedPage
 from .._store import VERSION_RE, Filter, Point, point_id
+from .._text._terms import SparseVector, document_vector
 from ._parts import Parts
 from ._provenance import check_same_vectors, embedding_info, recorded_info
 from ._sources import SourceDocument, discover, identify
 
-__all__ = ["IngestProgress", "Ingestor", "PageFn", "ProgressFn", "require_head"]
+__all__ = ["IngestProgress", "Ingestor", "PageFn", "ProgressFn", "kept_text", "require_head"]
 
 log = logging.getLogger("docvec")
 
@@ -108,9 +109,17 @@ class Ingestor:
     """
 
     def __init__(
-        self, parts: Parts, *, collection: str, multivector: bool = False, token_pool: int = 1
+        self,
+        parts: Parts,
+        *,
+        collection: str,
+        multivector: bool = False,
+        token_pool: int = 1,
+        text: TextIndex | None = None,
     ) -> None:
         self.parts = parts
+        #: how the version keeps its pages' text (``None``: it keeps none)
+        self.text = text
         self.embedder = embedder = parts.embedder
         self.store = store = parts.store
         self.pages = parts.pages
@@ -206,8 +215,9 @@ class Ingestor:
         """Index an identified document, or skip it when the store holds all of it already.
 
         ``pages(first)``, when given, yields the document's pages from page ``first`` on instead of the
-        renderer (a reindex reads them from the page store: ``document.page_count`` must be set then);
-        ``ingested_at`` keeps a document's first indexing time (default: now).
+        renderer (a reindex reads them from the page store, with the text it found for them:
+        ``document.page_count`` must be set then); ``ingested_at`` keeps a document's first indexing time
+        (default: now).
         """
         source = str(document.path)
         try:
@@ -363,6 +373,7 @@ class Ingestor:
     ) -> Point:
         """A page's point, its image in the page store, marked as being written."""
         stored = self.pages.put(page.image)
+        text, terms = kept_text(self.text, page.text)
         payload = PagePayload(
             doc_id=document.doc_id,
             source=str(document.path),
@@ -380,12 +391,15 @@ class Ingestor:
             ingested_at=now,
             tags=tags,
             state="writing",
+            text=text,
+            text_from=page.text_from if text is not None else None,
         )
         return Point(
             id=point_id(document.doc_id, page.number, self.info.key),
             vector=vec,
             payload=payload.model_dump(mode="json"),
             tokens=tokens,
+            terms=terms,
         )
 
     def _state(self, doc_id: str) -> _DocState:
@@ -419,6 +433,15 @@ class Ingestor:
         if stale:
             self.store.delete(self.collection, list(stale))
         return len(set(stale.values()) - {doc_id})
+
+
+def kept_text(index: TextIndex | None, text: str | None) -> tuple[str | None, SparseVector | None]:
+    """What a page with ``text`` keeps in a version that keeps text as ``index`` says: the text (cut to
+    its bound) and its terms; nothing in a version without text, or for a page without any."""
+    if index is None or not text or not text.strip():
+        return None, None
+    text = text[: index.max_chars]
+    return text, document_vector(text, index.analyzer, index.weights)
 
 
 @dataclasses.dataclass

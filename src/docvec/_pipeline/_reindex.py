@@ -2,12 +2,19 @@
 
 How a page reaches the new version, in order of preference:
 
+0. its old vectors, carried over as they are, when the new version's vectors would be the same (the same
+   model files and settings: a reindex that only adds or drops the pages' text, or changes the store's
+   layout) — nothing is embedded;
 1. its stored page image, embedded again, when the new settings render pages at the same pixel budget;
 2. its source file, rendered again (the budget changed, or the image is missing), when the file is still
    there with the same content;
 3. its old vector, carried over (truncated to the new size and re-normalised: exactly what the same model
    gives at that size, Matryoshka), when the source is gone and the model is the same;
 4. otherwise it is lost, and the report says so, document by document.
+
+A version with text gets each page's text from the old version when it kept it, else from the page's
+source file (its text layer, or OCR as the settings say) when the file is still there as it was indexed;
+a page whose text cannot be had keeps none.
 
 The rules that make it safe to run while the collection is in use, and to interrupt:
 
@@ -37,10 +44,10 @@ from pydantic_core import to_jsonable_python
 
 from .._errors import CollectionNotFoundError, NotFoundError, RenderError, StoreError
 from .._model._embedder import normalize
-from .._records import EmbeddingInfo, IngestFailure, IngestReport, ReindexReport
-from .._render._renderer import RenderedPage
+from .._records import EmbeddingInfo, IngestFailure, IngestReport, ReindexReport, TextIndex
+from .._render._renderer import DocumentInfo, PageFailure, RenderedPage
 from .._store import LAYOUT, Filter, Point, point_id
-from ._ingest import Ingestor, IngestProgress, ProgressFn, require_head
+from ._ingest import Ingestor, IngestProgress, ProgressFn, kept_text, require_head
 from ._parts import Parts
 from ._provenance import embedding_info, provably_same, recorded_info, same_model, truncated_info
 from ._sources import SourceDocument, sha256_of
@@ -72,9 +79,11 @@ class Reindexer:
         model: str,
         multivector: bool = False,
         token_pool: int = 1,
+        text: TextIndex | None = None,
         progress: ProgressFn | None = None,
     ) -> None:
         self.parts = parts
+        self.text = text
         self.store = parts.store
         self.pages = parts.pages
         self.embedder = embedder = parts.embedder
@@ -86,6 +95,7 @@ class Reindexer:
         self.progress = progress
         self.report = ReindexReport(collection=collection, old_version=None, new_version=None, switched=False)
         self._handled: set[str] = set()  # documents this run has brought over (or reported as lost)
+        self._old_text: TextIndex | None = None  # how the old version kept its pages' text
 
     def run(
         self,
@@ -110,8 +120,11 @@ class Reindexer:
             )
         report.old_version = old
         old_info = recorded_info(self.store, old)
-        current = store_format(version_record(self.store, old)) >= LAYOUT.format_for(self.info.multivector)
-        if provably_same(old_info, self.info) and current:
+        old_record = version_record(self.store, old)
+        current = store_format(old_record) >= LAYOUT.format_for(self.info.multivector)
+        self._old_text = old_record.text if old_record is not None else None
+        same_text = self._old_text == self.text
+        if provably_same(old_info, self.info) and current and same_text:
             report.note = f"its live version {old} was made with this model and these settings already"
             return report
         new = self._target_version(old)
@@ -121,6 +134,7 @@ class Reindexer:
             collection=new,
             multivector=self.info.multivector,
             token_pool=self.info.token_pool,
+            text=self.text,
         )
         self._pass(old, new, ingestor, old_info, final=False)
         with write_lock if write_lock is not None else contextlib.nullcontext():
@@ -136,6 +150,9 @@ class Reindexer:
                     new, record.model_copy(update={"state": "complete"}).model_dump(mode="json")
                 )
             ingestor.commit()
+            if self.text is not None:
+                pages = self.store.scroll(new, Filter(finished=True), batch=1024)
+                report.pages_with_text = sum(1 for _, p in pages if p.get("text"))
             self.store.switch(self.collection, new)
             report.switched = True
         if settle > 0:
@@ -156,7 +173,11 @@ class Reindexer:
             record = version_record(self.store, version)
             if record is None or record.state != "building":
                 continue
-            if provably_same(record.embedding, self.info) and record.built_from == old:
+            if (
+                provably_same(record.embedding, self.info)
+                and record.built_from == old
+                and record.text == self.text
+            ):
                 log.info("resuming the reindex of %r into %s", self.collection, version)
                 return version
             log.warning(
@@ -164,12 +185,13 @@ class Reindexer:
                 "`docvec collections drop %s` removes it",
                 *(version, self.collection, version),
             )
-        record = new_record(self.info, self.model, building=True, built_from=old)
+        record = new_record(self.info, self.model, building=True, built_from=old, text=self.text)
         version = self.store.create_version(
             self.collection,
             self.embedder.dim,
             record.model_dump(mode="json"),
             tokens=self.embedder.head_dim if self.info.multivector else None,
+            text=self.text is not None,
         )
         log.info("building %s of %r from %s", version, self.collection, old)
         return version
@@ -267,13 +289,17 @@ class Reindexer:
             self.info.min_pixels,
             self.info.max_pixels,
         )
+        if old_info is not None and provably_same(old_info, self.info):
+            self._carry(doc, old, new, old_info, same_budget, self._texts(document, payloads), vanished=False)
+            return
         images = self._stored_images(payloads) if same_budget else None
         if images is not None:
+            texts = self._texts(document, payloads)
             result = ingestor.ingest(
                 document,
                 tags=tags,
                 progress=on_page,
-                pages=lambda first_page: self._stored_pages(images, first_page),
+                pages=lambda first_page: self._stored_pages(images, first_page, texts),
                 ingested_at=ingested_at,
             )
             self._count(result, rendered=False)
@@ -281,7 +307,7 @@ class Reindexer:
             result = ingestor.ingest(document, tags=tags, progress=on_page, ingested_at=ingested_at)
             self._count(result, rendered=True)
         elif old_info is not None and self._can_carry(old_info):
-            self._carry(doc, old, new, old_info, same_budget)
+            self._carry(doc, old, new, old_info, same_budget, self._texts(document, payloads))
         else:
             report.vanished.append(str(source))
             report.pages_lost += len(payloads)
@@ -308,11 +334,47 @@ class Reindexer:
             return None
 
     @staticmethod
-    def _stored_pages(images: list[tuple[int, Path]], first: int) -> Iterator[RenderedPage]:
+    def _stored_pages(
+        images: list[tuple[int, Path]], first: int, texts: dict[int, tuple[str, str]]
+    ) -> Iterator[RenderedPage]:
         for number, path in images:
             if number >= first:
+                text, source = texts.get(number, (None, None))
                 with Image.open(path) as img:
-                    yield RenderedPage(number=number, image=img.convert("RGB"), size_pt=None, rotation=0)
+                    yield RenderedPage(
+                        number=number,
+                        image=img.convert("RGB"),
+                        size_pt=None,
+                        rotation=0,
+                        text=text,
+                        text_from=source,  # type: ignore[arg-type]
+                    )
+
+    def _texts(self, document: SourceDocument, payloads: list[dict[str, Any]]) -> dict[int, tuple[str, str]]:
+        """Each page's text and where it came from, for a new version with text: the old version's, when it
+        kept text; else read from the document's file (text layer, or OCR) when it is there as indexed.
+        Pages without text are left out; so is everything for a version without text."""
+        if self.text is None:
+            return {}
+        if self._old_text is not None:
+            return {
+                int(p["page"]): (str(p["text"]), str(p.get("text_from") or "pdf"))
+                for p in payloads
+                if p.get("text")
+            }
+        if not self._unchanged(document):
+            return {}
+        info = DocumentInfo(document.path, document.kind, document.page_count or len(payloads))
+        found: dict[int, tuple[str, str]] = {}
+        try:
+            for item in self.parts.renderer.texts(info):
+                if isinstance(item, PageFailure):
+                    log.warning("%s: page %d: no text: %s", document.path, item.number, item.reason)
+                elif item.text and item.text_from:
+                    found[item.number] = (item.text, item.text_from)
+        except RenderError as e:
+            log.warning("%s: its text cannot be read: %s", document.path, e.reason)
+        return found
 
     @staticmethod
     def _unchanged(document: SourceDocument) -> bool:
@@ -330,9 +392,20 @@ class Reindexer:
         )
         return same_model(old_info, self.info) and self.info.dim <= old_info.dim and tokens_fit
 
-    def _carry(self, doc: _Doc, old: str, new: str, old_info: EmbeddingInfo, same_budget: bool) -> None:
-        """The old vectors of a document whose file is gone, truncated to the new size, in the new
-        version; their payloads say what made them (the old page budget, when it differs)."""
+    def _carry(
+        self,
+        doc: _Doc,
+        old: str,
+        new: str,
+        old_info: EmbeddingInfo,
+        same_budget: bool,
+        texts: dict[int, tuple[str, str]],
+        *,
+        vanished: bool = True,
+    ) -> None:
+        """The old vectors of a document, truncated to the new size, in the new version, with the pages'
+        ``texts`` in a version with text; their payloads say what made them (the old page budget, when it
+        differs). ``vanished``: the document's file is gone (the reason they are carried)."""
         dim = self.info.dim
         info = self.info if same_budget else truncated_info(old_info, dim, multivector=self.info.multivector)
         payload_info = to_jsonable_python(info)
@@ -341,13 +414,22 @@ class Reindexer:
             old, Filter(doc_ids=(doc.doc_id,), finished=True), with_vectors=True, batch=256
         ):
             vector = normalize(p.vector[None, :], dim)[0]
-            payload = p.payload | {"embedding": payload_info, "state": "complete"}
+            number = int(p.payload["page"])
+            text, terms = kept_text(self.text, texts.get(number, ("", ""))[0])
+            source_of_text = texts[number][1] if text is not None else None
+            payload = p.payload | {
+                "embedding": payload_info,
+                "state": "complete",
+                "text": text,
+                "text_from": source_of_text,
+            }
             tokens = p.tokens if self.info.multivector else None
-            points.append(
-                Point(point_id(doc.doc_id, int(p.payload["page"]), info.key), vector, payload, tokens)
-            )
+            points.append(Point(point_id(doc.doc_id, number, info.key), vector, payload, tokens, terms))
         self.store.upsert(new, points)
         source = str(doc.first.get("source"))
-        self.report.vanished.append(source)
         self.report.pages_carried += len(points)
-        log.info("%s: its file is gone; %d pages carried over from %s", source, len(points), old)
+        if vanished:
+            self.report.vanished.append(source)
+            log.info("%s: its file is gone; %d pages carried over from %s", source, len(points), old)
+        else:
+            log.info("%s: %d pages carried over from %s", source, len(points), old)

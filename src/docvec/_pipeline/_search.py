@@ -1,14 +1,18 @@
-"""The search stage: a text query to the best pages (embed the query, search the store, map the hits),
-and a :class:`~docvec.SearchFilter` to the store's :class:`Filter`."""
+"""The search stage: a text query to the best pages (embed the query and analyse its terms, search the
+store, map the hits with their snippets), and a :class:`~docvec.SearchFilter` to the store's
+:class:`Filter`."""
 
 from __future__ import annotations
 
 import os
+from typing import get_args
 
 from .._errors import ConflictError, InputError
 from .._model._embedder import Embedder
-from .._records import Hit, SearchFilter, SearchMode, check_k, check_query
-from .._store import Filter, Store
+from .._records import Hit, SearchFilter, SearchMode, TextIndex, check_k, check_query
+from .._store import Filter, ScoredPoint, Store
+from .._text._snippet import snippet
+from .._text._terms import query_vector
 
 __all__ = ["check_search", "choose_mode", "search", "to_store_filter"]
 
@@ -20,15 +24,26 @@ def check_search(query: str, k: int) -> None:
     check_query(query)
 
 
-def choose_mode(wanted: str, *, multivector: bool, collection: str) -> SearchMode:
+def choose_mode(wanted: str, *, multivector: bool, text: bool, collection: str) -> SearchMode:
     """The mode a search asking for ``wanted`` runs in on ``collection`` (``multivector``: whether it keeps
-    token vectors): ``auto`` is hybrid on a multi-vector collection and dense otherwise; ``multi`` and
-    ``hybrid`` need a multi-vector collection (:class:`ConflictError` otherwise)."""
+    token vectors; ``text``: whether it keeps its pages' text): ``auto`` is hybrid on a multi-vector
+    collection and dense otherwise, fused with text (``hybrid+text``, ``dense+text``) on a collection with
+    text; ``multi`` and ``hybrid`` need a multi-vector collection, ``text`` and the fused modes a collection
+    with text (:class:`ConflictError` otherwise)."""
     if wanted == "auto":
-        return "hybrid" if multivector else "dense"
-    if wanted not in ("dense", "multi", "hybrid"):
-        raise InputError(f"search mode must be auto, dense, multi or hybrid, not {wanted!r}")
-    if wanted != "dense" and not multivector:
+        visual = "hybrid" if multivector else "dense"
+        return f"{visual}+text" if text else visual  # type: ignore[return-value]
+    if wanted not in get_args(SearchMode):
+        raise InputError(
+            f"search mode must be auto or one of {', '.join(get_args(SearchMode))}, not {wanted!r}"
+        )
+    visual, _, fused = wanted.partition("+")
+    if (fused or visual == "text") and not text:
+        raise ConflictError(
+            f"collection {collection!r} keeps no text: search mode {wanted!r} needs a collection with "
+            "text (`docvec reindex --text` adds it without embedding any page again)"
+        )
+    if visual in ("multi", "hybrid") and not multivector:
         raise ConflictError(
             f"collection {collection!r} is single-vector: search mode {wanted!r} needs a "
             "multi-vector collection (`docvec reindex --multivector` makes one from it)"
@@ -91,7 +106,7 @@ def to_store_filter(store: Store, collection: str, flt: SearchFilter) -> Filter 
 
 
 def search(
-    embedder: Embedder,
+    embedder: Embedder | None,
     store: Store,
     collection: str,
     query: str,
@@ -100,14 +115,21 @@ def search(
     flt: SearchFilter | None = None,
     mode: SearchMode = "dense",
     prefetch: int = 100,
+    text: TextIndex | None = None,
+    weight: float = 1.0,
+    with_text: bool = False,
 ) -> list[Hit]:
     """The ``k`` pages that best match ``query``, best first, among those ``flt`` admits; never a page of a
     document still being written (a new version of a file stands in for the old one once it is whole).
 
     ``mode`` scores pages by the dense vector (``dense``), by MaxSim of the query's token vectors over
     every page's (``multi``), or by MaxSim over the ``prefetch`` pages the dense vector finds (``hybrid``,
-    one query to the store); the last two need a multi-vector collection and a model with its head.
-    Raises :class:`InputError` for a ``k`` outside 1..100 or an empty query.
+    one query to the store); the last two need a multi-vector collection and a model with its head. On a
+    collection with text (``text``: how it keeps it), ``text`` scores pages by the query's terms in their
+    text (no model needed: ``embedder`` may be ``None``), and ``dense+text`` and the like fuse a visual
+    ranking with the keyword ranking (reciprocal rank fusion, the keyword ranking weighted ``weight``).
+    Hits on a collection with text carry a snippet of their page's text, and with ``with_text`` the whole
+    text. Raises :class:`InputError` for a ``k`` outside 1..100 or an empty query.
     """
     check_search(query, k)
     store_flt: Filter | None = Filter(finished=True)
@@ -115,13 +137,57 @@ def search(
         store_flt = to_store_filter(store, collection, flt)
         if store_flt is None:
             return []
-    if mode == "dense":
+    assert store_flt is not None
+    found = _found(embedder, store, collection, query, k, store_flt, mode, prefetch, text, weight)
+    return [_hit(p, query, text, with_text) for p in found]
+
+
+def _found(
+    embedder: Embedder | None,
+    store: Store,
+    collection: str,
+    query: str,
+    k: int,
+    flt: Filter,
+    mode: SearchMode,
+    prefetch: int,
+    text: TextIndex | None,
+    weight: float,
+) -> list[ScoredPoint]:
+    visual, _, fused = mode.partition("+")
+    terms = None
+    if fused or visual == "text":
+        if text is None:
+            raise ConflictError(f"collection {collection!r} keeps no text: search mode {mode!r} needs it")
+        terms = query_vector(query, text.analyzer)
+        if visual == "text":
+            return store.search(collection, None, k, flt, terms=terms)
+    if embedder is None:
+        raise InputError(f"search mode {mode!r} needs the model")
+    # a fused search reads this many of each ranking's best pages: the hybrid prefetch's depth
+    depth = max(prefetch, k)
+    if visual == "dense":
         vector = embedder.embed_queries([query])[0]
-        found = store.search(collection, vector, k, store_flt)
-    else:
-        dense, tokens = embedder.embed_queries_multi([query])
-        if mode == "hybrid":
-            found = store.search(collection, dense[0], k, store_flt, tokens=tokens[0], prefetch=prefetch)
-        else:
-            found = store.search(collection, None, k, store_flt, tokens=tokens[0])
-    return [Hit.from_payload(h.payload, h.score) for h in found]
+        return store.search(collection, vector, k, flt, terms=terms, depth=depth, weight=weight)
+    dense, tokens = embedder.embed_queries_multi([query])
+    hybrid = visual == "hybrid"
+    return store.search(
+        collection,
+        dense[0] if hybrid else None,
+        k,
+        flt,
+        tokens=tokens[0],
+        prefetch=prefetch if hybrid else None,
+        terms=terms,
+        depth=depth,
+        weight=weight,
+    )
+
+
+def _hit(found: ScoredPoint, query: str, text: TextIndex | None, with_text: bool) -> Hit:
+    hit = Hit.from_payload(found.payload, found.score)
+    page_text = found.payload.get("text")
+    if text is None or not isinstance(page_text, str):
+        return hit
+    shown = snippet(page_text, query, text.analyzer)
+    return hit.model_copy(update={"snippet": shown, "text": page_text if with_text else None})

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .._config import EmbedSettings, Settings
-from .._records import EmbeddingInfo, VersionInfo, VersionRecord
+from .._records import EmbeddingInfo, TextIndex, VersionInfo, VersionRecord
 from .._store import LAYOUT, Filter, Store
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "new_record",
     "page_info",
     "store_format",
+    "text_index",
     "version_record",
 ]
 
@@ -45,6 +46,14 @@ def version_record(store: Store, version: str) -> VersionRecord | None:
         return None
 
 
+def text_index(store: Store, version: str) -> TextIndex | None:
+    """How ``version`` keeps its pages' text, from its record; ``None`` when it keeps none."""
+    record = version_record(store, version)
+    if record is None or record.text is None or not store.has_text(version):
+        return None
+    return record.text
+
+
 def page_info(store: Store, version: str) -> EmbeddingInfo | None:
     """What made the vectors of ``version``, read from one of its pages (``None`` when it has none)."""
     for _, payload in store.scroll(version, Filter(finished=True), batch=1):
@@ -62,10 +71,17 @@ def model_ref(model: str) -> str:
 
 
 def new_record(
-    info: EmbeddingInfo, model: str, *, building: bool, built_from: str | None = None
+    info: EmbeddingInfo,
+    model: str,
+    *,
+    building: bool,
+    built_from: str | None = None,
+    text: TextIndex | None = None,
 ) -> VersionRecord:
-    """The record of a version about to be made with the vectors ``info`` describes."""
+    """The record of a version about to be made with the vectors ``info`` describes, keeping its pages'
+    text as ``text`` says (``None``: none)."""
     return VersionRecord(
+        text=text,
         state="building" if building else "complete",
         embedding=info,
         model=model_ref(model),
@@ -133,6 +149,7 @@ def list_versions(store: Store, collection: str) -> list[VersionInfo]:
                 profile=info.profile if info else None,
                 dim=info.dim if info else None,
                 max_pixels=info.max_pixels if info else None,
+                text=record is not None and record.text is not None,
                 pages=store.count(version, Filter(finished=True)),
                 created_at=record.created_at if record else None,
             )

@@ -6,7 +6,15 @@ JSON Schemas of these models are exported under ``schemas/`` (``make schemas``).
 """
 
 from ._documents import DocumentList, DocumentSummary, Upload
-from ._pages import EmbeddingInfo, EmbeddingRecord, IngestFailure, IngestReport, ModelFingerprint, PagePayload
+from ._pages import (
+    EmbeddingInfo,
+    EmbeddingRecord,
+    IngestFailure,
+    IngestReport,
+    ModelFingerprint,
+    PagePayload,
+    PageText,
+)
 from ._rules import (
     DOC_ID_PATTERN,
     MAX_K,
@@ -26,7 +34,7 @@ from ._rules import (
     tag_dict,
 )
 from ._search import FILTER_KEYS, Hit, SearchFilter, SearchMode
-from ._versions import GcReport, ReindexReport, ReindexSpec, VersionInfo, VersionRecord
+from ._versions import GcReport, ReindexReport, ReindexSpec, TextIndex, VersionInfo, VersionRecord
 
 __all__ = [
     "DOC_ID_PATTERN",
@@ -47,10 +55,12 @@ __all__ = [
     "IngestReport",
     "ModelFingerprint",
     "PagePayload",
+    "PageText",
     "ReindexReport",
     "ReindexSpec",
     "SearchFilter",
     "SearchMode",
+    "TextIndex",
     "Upload",
     "VersionInfo",
     "VersionRecord",

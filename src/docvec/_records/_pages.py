@@ -21,6 +21,7 @@ __all__ = [
     "IngestReport",
     "ModelFingerprint",
     "PagePayload",
+    "PageText",
 ]
 
 
@@ -87,6 +88,29 @@ class PagePayload(BaseModel):
             "writing: the document's pages are still being written (searches leave them out); complete: "
             "all written (older pages: none, meaning complete)."
         ),
+    )
+    text: str | None = Field(
+        None,
+        description=(
+            "The page's text, at most DOCVEC_TEXT_MAX_CHARS characters: its PDF text layer in PDFium's "
+            "reading order, or OCR (none: a collection without text, or a page without any)."
+        ),
+    )
+    text_from: Literal["pdf", "ocr"] | None = Field(
+        None, description="Where the text came from: the PDF's text layer, or OCR."
+    )
+
+
+class PageText(BaseModel):
+    """A page's whole text, as the index keeps it (``GET /documents/{doc_id}/pages/{page}/text``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    doc_id: str
+    page: int = Field(ge=1, description="Page number, 1-based.")
+    text: str = Field(description='The text ("" for a page without any).')
+    text_from: Literal["pdf", "ocr"] | None = Field(
+        None, description="Where it came from: the PDF's text layer, or OCR."
     )
 
 

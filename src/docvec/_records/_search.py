@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from .._errors import InputError
+from .._text._snippet import Snippet
 from ._rules import (
     DOC_ID_PATTERN,
     TAG_KEY_PATTERN,
@@ -32,9 +33,10 @@ from ._rules import (
 __all__ = ["FILTER_KEYS", "Hit", "SearchFilter", "SearchMode"]
 
 
-#: How a search scores pages (see docvec._pipeline._search.search); ``auto`` picks hybrid on a multi-vector
-#: collection.
-SearchMode = Literal["dense", "multi", "hybrid"]
+#: How a search scores pages (see docvec._pipeline._search.search): by the page's look (dense, multi,
+#: hybrid), by keywords in its text (text), or both fused (``dense+text`` and the like); ``auto`` picks
+#: hybrid on a multi-vector collection, dense otherwise, fused with text on a collection with text.
+SearchMode = Literal["dense", "multi", "hybrid", "text", "dense+text", "multi+text", "hybrid+text"]
 
 #: The keys ``--filter`` and ``GET /search`` take, and what each means.
 FILTER_KEYS = {
@@ -131,7 +133,8 @@ class SearchFilter(BaseModel):
 
 
 class Hit(BaseModel):
-    """One matching page: its document, 1-based page number, cosine score and tags.
+    """One matching page: its document, 1-based page number, score and tags; on a collection with text, a
+    snippet of its text around the query's terms, and, when asked for, its whole text.
 
     ``payload`` (everything stored with the page) is there for callers; its JSON form (``model_dump``,
     what ``docvec search --json``, the batch-query flow and the API print) leaves it out.
@@ -143,8 +146,17 @@ class Hit(BaseModel):
     source: str = Field(description="The file the document was read from.")
     name: str = Field(description="Display name: the file's name, or an upload's original name.")
     page: int = Field(ge=1, description="Page number, 1-based.")
-    score: float = Field(description="Cosine similarity; higher is closer.")
+    score: float = Field(
+        description=(
+            "Higher is closer: cosine similarity (dense), MaxSim (multi, hybrid), BM25 (text), or the "
+            "reciprocal rank fusion of the two rankings (dense+text and the like)."
+        )
+    )
     tags: dict[str, str] = Field(default_factory=dict, description="The document's tags, key to value.")
+    snippet: Snippet | None = Field(
+        None, description="A short excerpt of the page's text around the query's terms (with text only)."
+    )
+    text: str | None = Field(None, description="The page's whole text, when the search asked for it.")
     payload: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @field_serializer("score")

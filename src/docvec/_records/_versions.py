@@ -12,9 +12,21 @@ from pydantic import (
     Field,
 )
 
+from .._text._terms import Analyzer, TermWeights
 from ._pages import EmbeddingInfo, IngestFailure
 
-__all__ = ["GcReport", "ReindexReport", "ReindexSpec", "VersionInfo", "VersionRecord"]
+__all__ = ["GcReport", "ReindexReport", "ReindexSpec", "TextIndex", "VersionInfo", "VersionRecord"]
+
+
+class TextIndex(BaseModel):
+    """How a version with text keeps its pages' text: how terms are found (the query is analysed the same
+    way), how they are weighed, and how much text a page keeps."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    analyzer: Analyzer = Field(default_factory=Analyzer)
+    weights: TermWeights = Field(default_factory=TermWeights)
+    max_chars: int = Field(20_000, ge=1, description="The most characters of text a page keeps.")
 
 
 class VersionRecord(BaseModel):
@@ -40,6 +52,9 @@ class VersionRecord(BaseModel):
             "docvec recorded it (format 2 at most)."
         ),
     )
+    text: TextIndex | None = Field(
+        None, description="How the version keeps its pages' text (keyword search); none: it keeps none."
+    )
 
 
 class VersionInfo(BaseModel):
@@ -55,6 +70,7 @@ class VersionInfo(BaseModel):
     )
     dim: int | None
     max_pixels: int | None
+    text: bool = Field(False, description="Whether the version keeps its pages' text (keyword search).")
     pages: int
     created_at: datetime | None
 
@@ -77,6 +93,10 @@ class ReindexSpec(BaseModel):
     token_pool: int | None = Field(
         None, ge=1, le=16, description="Multi-vector: average each run of this many token vectors into one."
     )
+    text: bool | None = Field(
+        None,
+        description="Keep the pages' text for keyword search (read from their files, or by OCR), or not.",
+    )
     drop_old: bool = Field(False, description="Remove the old version once the new one is live.")
 
 
@@ -98,6 +118,9 @@ class ReindexReport(BaseModel):
     )
     pages_resumed: int = Field(0, description="Pages an interrupted run had written already.")
     pages_lost: int = Field(0, description="Pages that could not be carried into the new version.")
+    pages_with_text: int = Field(
+        0, description="Pages of the new version that keep text (a version with text), carried or read anew."
+    )
     vanished: list[str] = Field(
         default_factory=list, description="Source files gone (or changed) since they were indexed."
     )
@@ -117,6 +140,7 @@ class ReindexReport(BaseModel):
             + (f", {self.pages_carried} carried over" if self.pages_carried else "")
             + (f", {self.pages_resumed} done before" if self.pages_resumed else "")
             + (f", {self.pages_lost} lost" if self.pages_lost else "")
+            + (f", {self.pages_with_text} with text" if self.pages_with_text else "")
             + f" in {self.seconds:.1f} s"
             + ("; old version dropped" if self.dropped_old else "")
         )
