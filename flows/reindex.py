@@ -1,6 +1,6 @@
 """Prefect flow for batch reindexing: `docvec reindex` as a flow, a thin call of docvec's library.
 
-    python flows/reindex.py --dim 512 [--model M] [--max-pixels N] [--drop-old]
+    python flows/reindex.py --dim 512 [--model M] [--max-pixels N] [--text] [--drop-old]
 
 or deploy it with prefect.yaml (`docvec-reindex/manual`) and run it on demand:
 
@@ -54,9 +54,17 @@ if __name__ == "__main__":
     ap.add_argument("--model", help="model of the new version (default: the collection's)")
     ap.add_argument("--dim", type=int, help="vector size of the new version")
     ap.add_argument("--max-pixels", type=int, help="page budget of the new version")
+    ap.add_argument(
+        "--text",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep the pages' text for keyword search (--no-text: drop it); adding it embeds no page again",
+    )
     ap.add_argument("--drop-old", action="store_true", help="remove the old version once the new one is live")
     args = ap.parse_args()
-    spec = ReindexSpec(model=args.model, dim=args.dim, max_pixels=args.max_pixels, drop_old=args.drop_old)
+    spec = ReindexSpec(
+        model=args.model, dim=args.dim, max_pixels=args.max_pixels, text=args.text, drop_old=args.drop_old
+    )
     state = reindex_flow(spec, return_state=True)
     print(report_of(state).model_dump_json(indent=2))
     raise SystemExit(0 if state.is_completed() else 1)

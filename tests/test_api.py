@@ -90,7 +90,9 @@ def client(settings: Settings) -> Iterator[TestClient]:
 # -- search --------------------------------------------------------------------------------------------
 
 
-HIT_FIELDS = {"doc_id", "source", "name", "page", "score", "tags"}  # as `docvec search --json` prints
+# as `docvec search --json` prints: a snippet of the page's text on a collection with text, and the whole
+# text when asked for (null otherwise)
+HIT_FIELDS = {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text"}
 
 
 def _check_hit(client: TestClient, hit: dict[str, object], docs: dict[str, Path]) -> None:
@@ -125,6 +127,50 @@ def test_search_post_and_get(client: TestClient, docs: dict[str, Path]) -> None:
     assert g.status_code == 200
     assert g.json()["hits"] == body["hits"]
     assert len(client.get("/search", params={"q": "x"}).json()["hits"]) == 5  # default k
+
+
+def test_keyword_search_snippets_and_a_pages_text(client: TestClient, docs: dict[str, Path]) -> None:
+    # the collection keeps its pages' text (DOCVEC_TEXT, on by default): auto fuses the two rankings
+    health = client.get("/healthz").json()
+    assert health["text"] is True and health["search_mode"] == "dense+text"
+    body = client.get("/search", params={"q": "Huardest gefburn", "k": 3, "mode": "text"}).json()
+    assert body["mode"] == "text"
+    first = body["hits"][0]
+    assert (first["doc_id"], first["page"]) == (_doc_id(docs[TAGGED]), 2)
+    snippet = first["snippet"]
+    assert {snippet["text"][a:b] for a, b in snippet["marks"]} >= {"Huardest", "gefburn"}
+    assert first["text"] is None
+    # the RAG caller's one round trip: each hit's whole text
+    fused = client.post("/search", json={"query": "Huardest gefburn", "k": 3, "with_text": True}).json()
+    assert fused["mode"] == "dense+text"
+    whole = next(h for h in fused["hits"] if h["page"] == 2 and h["doc_id"] == first["doc_id"])
+    assert "Huardest gefburn" in whole["text"]
+    # and a page's text by its address
+    page = client.get(f"/documents/{first['doc_id']}/pages/2/text")
+    assert page.status_code == 200
+    assert page.json() == {"doc_id": first["doc_id"], "page": 2, "text": whole["text"], "text_from": "pdf"}
+    assert client.get(f"/documents/{first['doc_id']}/pages/9/text").status_code == 404
+    assert client.get(f"/documents/{'0' * 32}/pages/1/text").status_code == 404
+    # an image without text: found by its look, never by keywords; its text is empty
+    smile = _doc_id(docs["pysamples__smile.png"])
+    assert client.get(f"/documents/{smile}/pages/1/text").json()["text"] == ""
+    keyword = client.get("/search", params={"q": "smile face", "k": 6, "mode": "text"}).json()["hits"]
+    assert smile not in {h["doc_id"] for h in keyword}
+
+
+def test_keyword_modes_on_a_collection_without_text_are_409(
+    tiny_dir: Path, tmp_path: Path, documents: Path
+) -> None:
+    s = _settings(tmp_path / "data", tiny_dir, text=False)
+    with Index.open(s) as ix:
+        assert ix.add([shutil.copy(documents / "pysamples__minimal-document.pdf", tmp_path / "m.pdf")]).ok
+    with TestClient(create_app(s)) as c:
+        assert c.get("/healthz").json()["search_mode"] == "dense"
+        r = c.get("/search", params={"q": "lorem ipsum", "mode": "text"})
+        assert r.status_code == 409 and "reindex --text" in r.json()["detail"]
+        doc = c.get("/documents").json()["documents"][0]["doc_id"]
+        t = c.get(f"/documents/{doc}/pages/1/text")
+        assert t.status_code == 409 and "keeps no text" in t.json()["detail"]
 
 
 def test_hit_urls_serve_page_images(client: TestClient) -> None:

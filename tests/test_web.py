@@ -119,6 +119,22 @@ def test_hits_show_thumbnails_names_and_links(server: str, page: Page) -> None:
     expect(page.locator("#lightbox img")).to_have_attribute("src", re.compile("^blob:"))
 
 
+def test_a_hit_shows_its_snippet_with_the_query_words_marked(server: str, page: Page, tmp_path: Path) -> None:
+    page.goto(server + "?q=dolor+magna&k=2")
+    figures = page.locator("figure")
+    expect(figures).to_have_count(2)
+    text = figures.filter(has_text="pysamples__minimal-document.pdf")
+    marks = text.locator(".snippet mark")
+    expect(marks.first).to_be_visible()
+    marked = {m.lower() for m in marks.all_inner_texts()}
+    # the words and the words of the same stem (dolore, dolores): as the keyword search matches them
+    assert {"dolor", "magna"} <= marked and all(m.startswith(("dolor", "magna")) for m in marked), marked
+    assert "ipsum dolor sit amet" in text.locator(".snippet").inner_text()
+    # the image has no text: no snippet
+    expect(figures.filter(has_text="pysamples__smile.png").locator(".snippet")).to_have_count(0)
+    page.screenshot(path=str(tmp_path / "snippet.png"))
+
+
 def test_filters_narrow_the_search(server: str, page: Page) -> None:
     page.goto(server)
     expect(page.locator("#doc option")).to_have_count(3)  # "all" and the two documents, by name

@@ -16,12 +16,16 @@ from typing import Annotated
 
 import typer
 from rich import box
+from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Column, Table
+from rich.text import Text
 
 from .._contract import IndexLike
 from .._errors import ConfigError, StoreError
 from .._index import Index
 from .._records import DocumentSummary, IngestReport, SearchFilter, counted, shortened
+from .._text._snippet import Snippet
 from ._common import (
     CollectionOption,
     JsonFlag,
@@ -47,6 +51,10 @@ class SearchModeChoice(enum.StrEnum):
     dense = "dense"
     multi = "multi"
     hybrid = "hybrid"
+    text = "text"
+    dense_text = "dense+text"
+    multi_text = "multi+text"
+    hybrid_text = "hybrid+text"
 
 
 @app.command()
@@ -222,25 +230,33 @@ def search(
     mode: Annotated[
         SearchModeChoice | None,
         typer.Option(
-            help="dense, multi (MaxSim over every page), hybrid (dense prefetch, MaxSim rerank) or auto "
-            "(hybrid on a multi-vector collection) [default: DOCVEC_SEARCH_MODE, auto]"
+            help="dense, multi (MaxSim over every page), hybrid (dense prefetch, MaxSim rerank), text "
+            "(keywords in the page's text), one of the first three fused with text (dense+text ...), or "
+            "auto (hybrid on a multi-vector collection, fused with text where there is text) "
+            "[default: DOCVEC_SEARCH_MODE, auto]"
         ),
     ] = None,
     prefetch: Annotated[
         int | None, typer.Option(help="Hybrid: pages the dense vector finds for MaxSim to rerank [100].")
     ] = None,
+    with_text: Annotated[
+        bool,
+        typer.Option("--with-text", help="Give each hit's whole page text too (--json: its text field)."),
+    ] = False,
     collection: CollectionOption = None,
     model: ModelOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Find the pages that best match a text query (--json: a list of hits,
-    schemas/search-hits.schema.json)."""
+    """Find the pages that best match a text query, with a snippet of each page's text where the
+    collection keeps text (--json: a list of hits, schemas/search-hits.schema.json)."""
     s = settings(model=model, collection=collection)
     with errors():
         flt = SearchFilter.parse(filter_ or ())
         # the query and -k are checked before the model is loaded: a typo costs no loading
         with read_index(s) as index:
-            hits = index.search(query, k, flt, mode=mode.value if mode else None, prefetch=prefetch)
+            hits = index.search(
+                query, k, flt, mode=mode.value if mode else None, prefetch=prefetch, with_text=with_text
+            )
     if as_json:
         sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits]) + "\n")
         return
@@ -257,6 +273,21 @@ def search(
     for rank, h in enumerate(hits, start=1):
         table.add_row(str(rank), f"{h.score:+.4f}", h.name, str(h.page), h.doc_id)
     out.print(table)
+    for rank, h in enumerate(hits, start=1):
+        if h.snippet is not None or h.text is not None:
+            out.print(f"[bold]{rank}.[/] {escape(h.name)} page {h.page}", highlight=False, soft_wrap=True)
+        if h.snippet is not None:
+            out.print(Padding(marked(h.snippet), (0, 0, 0, 3)))
+        if h.text is not None:
+            out.print(Padding(Text(h.text), (0, 0, 0, 3)))
+
+
+def marked(snippet: Snippet) -> Text:
+    """A snippet for the terminal: the query's terms in bold (plain text in a pipe)."""
+    shown = Text(snippet.text)
+    for start, end in snippet.marks:
+        shown.stylize("bold", start, end)
+    return shown
 
 
 @app.command("eval")

@@ -50,6 +50,14 @@ def reindex(
         ),
     ] = None,
     token_pool: Annotated[int | None, typer.Option(help=_help("token_pool") + _THEIRS)] = None,
+    text: Annotated[
+        bool | None,
+        typer.Option(
+            "--text/--no-text",
+            help=_help("text") + _THEIRS + "; adding text to a collection embeds no page again",
+            show_default=False,
+        ),
+    ] = None,
     drop_old: Annotated[bool, typer.Option("--drop-old", help=_help("drop_old"))] = False,
     collection: CollectionOption = None,
     progress_every: Annotated[
@@ -57,13 +65,13 @@ def reindex(
     ] = 30.0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Rebuild a collection with another model, vector size or page budget, from what the index holds
+    """Rebuild a collection with another model, vector size, page budget or text, from what the index holds
     (stored page images; source files only when pages must be rendered again), and switch to it when it is
     complete; searches read the old version until then. Run again after an interruption: it goes on where
     it stopped (--json: the report, schemas/reindex-report.schema.json)."""
     s = settings(collection=collection)
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
-    options = {"model": model, "dim": dim, "max_pixels": max_pixels, "multivector": multivector}
+    options = {"model": model, "dim": dim, "max_pixels": max_pixels, "multivector": multivector, "text": text}
     try:
         with errors():
             spec = checked(ReindexSpec, **options, token_pool=token_pool, drop_old=drop_old)

@@ -18,7 +18,9 @@ from .._records import (
     DocumentList,
     DocumentSummary,
     Hit,
+    PageText,
     SearchFilter,
+    SearchMode,
     Upload,
     check_k,
     check_prefetch,
@@ -83,8 +85,14 @@ K = Annotated[
     _rule(check_k),
 ]
 Mode = Annotated[
-    Literal["auto", "dense", "multi", "hybrid"] | None,
+    Literal["auto", "dense", "multi", "hybrid", "text", "dense+text", "multi+text", "hybrid+text"] | None,
     Field(description="How pages are scored (default: the server's DOCVEC_SEARCH_MODE, auto)."),
+]
+WithText = Annotated[
+    bool,
+    Field(
+        description="Give each hit's whole page text too (a collection with text): one round trip for RAG."
+    ),
 ]
 Prefetch = Annotated[
     int | None,
@@ -113,6 +121,8 @@ class SearchRequest(BaseModel):
     filter: SearchFilter | None = None
     mode: Mode = None
     prefetch: Prefetch = None
+    # strict in a JSON body: 0 or "yes" is not a boolean there (the query string's "true" is parsed)
+    with_text: Annotated[WithText, Field(strict=True)] = False
 
 
 class SearchParams(BaseModel):
@@ -134,6 +144,7 @@ class SearchParams(BaseModel):
     tag: list[TagText] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
     mode: Mode = None
     prefetch: Prefetch = None
+    with_text: WithText = False
 
     def to_filter(self) -> SearchFilter | None:
         """The filter these parameters ask for, checked as ``--filter`` is (a bad one is a 400)."""
@@ -174,7 +185,9 @@ class SearchResponse(BaseModel):
 
     query: str
     k: int
-    mode: Literal["dense", "multi", "hybrid"] = Field(description="How the pages were scored.")
+    mode: SearchMode = Field(
+        description="How the pages were scored: the modes that answered (dense+text: both rankings, fused)."
+    )
     hits: list[SearchHitOut]
 
 
@@ -211,6 +224,9 @@ class HealthResponse(BaseModel):
     pages: int | None = None
     multivector: bool | None = Field(
         None, description="Whether the collection keeps token vectors (multi and hybrid searches need them)."
+    )
+    text: bool | None = Field(
+        None, description="Whether the collection keeps its pages' text (keyword and fused searches need it)."
     )
     search_mode: str | None = Field(None, description="How a search that names no mode scores pages.")
     detail: str | None = None
@@ -252,6 +268,7 @@ API_MODELS: list[type[BaseModel]] = [
     DocumentSummary,
     DocumentDetail,
     PageInfo,
+    PageText,
     DeleteResponse,
     Upload,
     HealthResponse,

@@ -22,6 +22,7 @@ from .._records import (
     DOC_ID_PATTERN,
     DocumentList,
     DocumentSummary,
+    PageText,
     SearchFilter,
     Upload,
     parse_tags,
@@ -69,17 +70,25 @@ def healthz(request: Request) -> JSONResponse:
     try:
         out.pages = index.count()
         out.search_mode = index.search_mode()
-        out.multivector = index.search_mode("auto") == "hybrid"  # auto is hybrid where there are tokens
+        auto = index.search_mode("auto")  # hybrid where there are tokens, fused with text where there is text
+        out.multivector = auto.startswith("hybrid")
+        out.text = auto.endswith("text")
     except StoreError as e:
         out.status, out.detail = "unavailable", request.app.state.redact(str(e))
     return JSONResponse(out.model_dump(exclude_none=True), 200 if out.status == "ok" else 503)
 
 
 def _search(
-    index: Index, query: str, k: int, flt: SearchFilter | None, mode: str | None, prefetch: int | None
+    index: Index,
+    query: str,
+    k: int,
+    flt: SearchFilter | None,
+    mode: str | None,
+    prefetch: int | None,
+    with_text: bool,
 ) -> models.SearchResponse:
     chosen = index.search_mode(mode)  # type: ignore[arg-type]
-    hits = index.search(query, k, flt, mode=chosen, prefetch=prefetch)
+    hits = index.search(query, k, flt, mode=chosen, prefetch=prefetch, with_text=with_text)
     out = [_shown(index, models.SearchHitOut.from_hit(h)) for h in hits]
     return models.SearchResponse(query=query, k=k, mode=chosen, hits=out)
 
@@ -87,14 +96,16 @@ def _search(
 @router.post("/search", response_model=models.SearchResponse)
 def search_post(request: Request, body: models.SearchRequest) -> models.SearchResponse:
     """The pages that best match a query, best first, optionally within a document or tags."""
-    return _search(_index(request), body.query, body.k, body.filter, body.mode, body.prefetch)
+    index = _index(request)
+    return _search(index, body.query, body.k, body.filter, body.mode, body.prefetch, body.with_text)
 
 
 @router.get("/search", response_model=models.SearchResponse)
 def search_get(request: Request, params: Annotated[models.SearchParams, Query()]) -> models.SearchResponse:
     """``GET /search?q=...&k=...&doc_id=...&source=...&tag=key=value``: the same search, for links and
     quick tries."""
-    return _search(_index(request), params.q, params.k, params.to_filter(), params.mode, params.prefetch)
+    index, flt = _index(request), params.to_filter()
+    return _search(index, params.q, params.k, flt, params.mode, params.prefetch, params.with_text)
 
 
 @router.get("/documents", response_model=DocumentList)
@@ -146,6 +157,13 @@ def document_file(request: Request, doc_id: _DOC_ID) -> FileResponse:
 def page_image(request: Request, doc_id: _DOC_ID, page: _PAGE) -> FileResponse:
     """The page as rendered for the model (PNG)."""
     return FileResponse(_index(request).page_file(doc_id, page), media_type="image/png")
+
+
+@router.get("/documents/{doc_id}/pages/{page}/text", response_model=PageText)
+def page_text(request: Request, doc_id: _DOC_ID, page: _PAGE) -> PageText:
+    """The page's whole text as the index keeps it: its PDF text layer, or OCR ("" for a page without
+    text; 409 on a collection that keeps no text)."""
+    return _index(request).page_text(doc_id, page)
 
 
 @router.get("/documents/{doc_id}/pages/{page}/thumbnail", response_class=FileResponse)
