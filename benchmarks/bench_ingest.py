@@ -5,6 +5,9 @@
 Prints pages/s for rendering alone, embedding alone and the whole ingest (render + embed + page store +
 Qdrant), the ratio of the whole to the slower stage (target >= 0.9: rendering overlaps embedding), and the
 peak RSS of the ingest above the embedder's own (target: within 300 MB for the 117-page book).
+Then the text layer's cost per page beside rendering's and embedding's: reading the PDF's text layer along
+with rendering (the ingest's way), the text alone (reindex --text's way), OCR of the same pages (tesseract,
+when installed), and the terms (docvec._text._terms) of the text found.
 Default: the tiny test model and ../shared/corpus's 117-page LaTeX book.
 """
 
@@ -15,6 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -50,6 +54,7 @@ def main() -> None:
     ap.add_argument("--pdf", type=Path, default=BOOK)
     ap.add_argument("--pages", type=int, default=30, help="pages for the render-alone and embed-alone runs")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--ocr-pages", type=int, default=5, help="pages read by OCR for its cost (0: none)")
     args = ap.parse_args()
 
     from docvec import Embedder, Index, RenderSettings, Settings
@@ -69,7 +74,8 @@ def main() -> None:
             emb.embed_images([ROOT / "src" / "docvec" / "samples" / "revenue-chart.png"])  # warm up
             own = psutil.Process().memory_info().rss
 
-            with Renderer(workers=args.workers, target_pixels=emb.bounds.max_pixels) as r:
+            target_pixels = emb.bounds.max_pixels
+            with Renderer(workers=args.workers, target_pixels=target_pixels) as r:
                 n_total = r.open(args.pdf).page_count
                 t = time.perf_counter()
                 pages = []
@@ -102,6 +108,63 @@ def main() -> None:
         f"RSS: embedder alone {own / mb:.0f} MB, peak while ingesting {rss.peak / mb:.0f} MB, "
         f"above the embedder {(rss.peak - own) / mb:.0f} MB  (target <= 300 MB)"
     )
+    bench_text(args, target_pixels, 1 / render_rate, 1 / embed_rate)
+
+
+def _seconds_per_page(renderer: Any, path: Path, pages: int, *, texts: bool) -> tuple[float, list[str]]:
+    """Seconds per page of ``renderer`` over the first ``pages`` pages of ``path`` (rendered, or their text
+    only), and the texts it found."""
+    from docvec._render._renderer import PageFailure
+
+    info = renderer.open(path)
+    found: list[str] = []
+    done = 0
+    t = time.perf_counter()
+    for item in renderer.texts(info) if texts else renderer.pages(info):
+        if not isinstance(item, PageFailure):
+            found.append(item.text or "")
+        done += 1
+        if done == pages:
+            break
+    return (time.perf_counter() - t) / max(done, 1), found
+
+
+def bench_text(args: argparse.Namespace, target_pixels: int, render_s: float, embed_s: float) -> None:
+    from docvec._render._renderer import Renderer
+    from docvec._text import _ocr
+    from docvec._text._terms import Analyzer, TermWeights, document_vector
+
+    common = {"workers": args.workers, "target_pixels": target_pixels}
+    with Renderer(**common) as r:  # type: ignore[arg-type]
+        plain, _ = _seconds_per_page(r, args.pdf, args.pages, texts=False)
+    with Renderer(**common, text=True, ocr="off") as r:  # type: ignore[arg-type]
+        with_text, found = _seconds_per_page(r, args.pdf, args.pages, texts=False)
+        text_only, _ = _seconds_per_page(r, args.pdf, args.pages, texts=True)
+    analyzer, weights = Analyzer(), TermWeights()
+    t = time.perf_counter()
+    for text in found:
+        document_vector(text, analyzer, weights)
+    terms_s = (time.perf_counter() - t) / max(len(found), 1)
+    chars = sum(len(x) for x in found) / max(len(found), 1)
+    print(f"\ntext layer, per page ({len(found)} pages, {chars:.0f} characters a page on average)")
+    print(f"{'step':<44} {'ms/page':>9} {'x render':>9} {'x embed':>9}")
+
+    def row(what: str, seconds: float) -> None:
+        print(f"{what:<44} {seconds * 1e3:>9.2f} {seconds / render_s:>9.3f} {seconds / embed_s:>9.4f}")
+
+    row("render alone (this run)", plain)
+    row("render + text layer", with_text)
+    row("  of which the text layer", max(with_text - plain, 0.0))
+    row("text layer alone (reindex --text)", text_only)
+    row("terms of the text (analysis + weights)", terms_s)
+    row("embed (from above)", embed_s)
+    missing = _ocr.available()
+    if args.ocr_pages and missing is None:
+        with Renderer(**common, text=True, ocr="on") as r:  # type: ignore[arg-type]
+            ocr_s, _ = _seconds_per_page(r, args.pdf, args.ocr_pages, texts=True)
+        row(f"OCR ({_ocr.ENGINE}, {_ocr.DPI} dpi; {args.ocr_pages} pages)", ocr_s)
+    elif args.ocr_pages:
+        print(f"OCR: not measured ({missing})")
 
 
 if __name__ == "__main__":

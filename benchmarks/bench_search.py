@@ -2,6 +2,7 @@
 
     python benchmarks/bench_search.py [--model DIR] [--sizes 1000,10000,100000] [--queries 100]
                                       [--data random|lowrank|both] [--clients 8] [--seconds 10]
+                                      [--text-sizes 1000,10000,100000] [--bm25s-backend auto|numpy|numba]
 
 Prints p50/p95 of the two parts of a query apart:
 
@@ -19,6 +20,14 @@ Prints p50/p95 of the two parts of a query apart:
   same pages, and the same hybrid search done in numpy (float32 in RAM: the dense top N, then their MaxSim);
   recall@10 of multi and hybrid against numpy's exhaustive MaxSim; bytes per page on disk and in RAM;
   with and without token pooling (2 tokens to 1);
+- the text layer (``--text-sizes``, 1k, 10k and 100k pages by default; empty: none): p50/p95 of the keyword
+  (``text``) search beside bm25s on the same terms (docvec's Analyzer: the floor is the scoring engine),
+  and of the fused search (dense + text) beside the dense search alone, on synthetic pages of 300-500
+  words drawn with the vocabulary and frequencies of real page texts (the corpus's and the repository's
+  PDFs), a Zipf tail of made-up words and 2 codes a page, and queries of 2-4 of a page's words, rare and
+  common; the ingest cost (terms a page, analysis and upsert ms a page), bytes a page of the text and its
+  sparse vector, raw and on disk. Needs bm25s (``pip install bm25s==0.3.16``; numba, when installed, is
+  its faster backend);
 - requests/s of POST /search under concurrent local load.
 
 Two kinds of synthetic vectors: uniform random ones (no neighbourhood structure: the near-ties of their
@@ -352,6 +361,240 @@ def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
     )
 
 
+# -- the text layer: keyword and fused search beside bm25s --------------------------------------------
+
+#: a share of a page's words drawn from a Zipf tail of made-up words (vocabulary growth, Heaps' law), the
+#: rest from the vocabulary and frequencies of real page texts; the tail's exponent
+TAIL_SHARE = 0.15
+TAIL_ZIPF = 1.2
+PAGE_WORDS = (300, 500)
+CODES_A_PAGE = 2
+_CODE_PREFIXES = ("INV", "PO", "SN", "REF", "ART", "DOC", "QT")
+_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+
+
+def _made_up(rank: int) -> str:
+    """The tail's word of this rank: its digits in base 70 as syllables ("ba", "be", ..., "zu")."""
+    out = []
+    while rank:
+        rank, d = divmod(rank, len(_SYLLABLES))
+        out.append(_SYLLABLES[d])
+    return "".join(out)
+
+
+def real_vocabulary() -> tuple[list[str], npt.NDArray[np.float64], str]:
+    """The words of real page texts as printed (split at white space: case, punctuation and codes kept, for
+    the analyzer to do its work) and their frequencies: the text layers of the corpus's PDFs when there is
+    one (bench_text_quality.default_corpus), with the repository's own documents."""
+    from collections import Counter
+
+    from bench_text_quality import OWN_FOLDERS, default_corpus, read_pages
+
+    corpus = default_corpus()
+    folders = OWN_FOLDERS if corpus is None else (corpus, *OWN_FOLDERS)
+    counts = Counter(w for p in read_pages(folders, min_words=1) for w in p.text.split())
+    words = sorted(counts)
+    freq = np.array([counts[w] for w in words], dtype=np.float64)
+    where = "the repository's documents" if corpus is None else f"{corpus} and the repository's documents"
+    return words, freq / freq.sum(), f"{where}: {int(freq.sum())} words, {len(words)} distinct"
+
+
+class _Pages:
+    """Synthetic page texts with real term statistics, made chunk by chunk with a seed per chunk: the first
+    n pages are the same whatever the size, and so are the queries drawn from them."""
+
+    def __init__(self, words: list[str], p: npt.NDArray[np.float64], seed: int = 7) -> None:
+        self.words = np.asarray(words, dtype=object)
+        self.p = p
+        self.seed = seed
+        self.tail: dict[int, str] = {}
+
+    def chunk(self, index: int, n: int) -> tuple[list[str], list[list[str]], list[list[str]]]:
+        """``n`` pages: (texts, each page's rare words (codes, tail words past rank 1000), each page's
+        common words (real words of 3 or more letters))."""
+        rng = np.random.default_rng((self.seed, index))
+        lengths = rng.integers(PAGE_WORDS[0], PAGE_WORDS[1] + 1, size=n)
+        drawn = self.words[rng.choice(len(self.words), size=int(lengths.sum()), p=self.p)]
+        tail = rng.random(len(drawn)) < TAIL_SHARE
+        ranks = rng.zipf(TAIL_ZIPF, size=int(tail.sum()))
+        drawn[tail] = [self.tail.get(r) or self.tail.setdefault(r, _made_up(int(r))) for r in ranks]
+        rare_tail = np.zeros(len(drawn), dtype=bool)
+        rare_tail[np.flatnonzero(tail)[ranks > 1000]] = True
+        texts, rare, common = [], [], []
+        start = 0
+        for length in lengths:
+            page = list(drawn[start : start + length])
+            codes = [
+                f"{rng.choice(_CODE_PREFIXES)}-{rng.integers(2015, 2026)}-{rng.integers(0, 100000):05d}"
+                for _ in range(CODES_A_PAGE)
+            ]
+            for code in codes:
+                page.insert(int(rng.integers(0, len(page))), code)
+            texts.append(" ".join(page))
+            rare.append(
+                codes + [str(w) for w in drawn[start : start + length][rare_tail[start : start + length]]]
+            )
+            common.append([str(w) for w in drawn[start : start + length] if str(w).isalpha() and len(w) >= 3])
+            start += length
+        return texts, rare, common
+
+
+def keyword_queries(rare: list[list[str]], common: list[list[str]], n: int, seed: int = 11) -> list[str]:
+    """``n`` queries of 2-4 words as users type them to find a page: words of one page, each a rare one
+    (a code, a rare word) with probability 0.35, else one of the page's common words."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for q in range(n):
+        page = q % len(rare)
+        words = []
+        for _ in range(int(rng.integers(2, 5))):
+            pool = rare[page] if rng.random() < 0.35 and rare[page] else common[page]
+            words.append(pool[int(rng.integers(len(pool)))])
+        out.append(" ".join(words))
+    return out
+
+
+def bench_text(sizes: list[int], n_queries: int, backend: str = "auto") -> None:
+    """Keyword (``text``) and fused search latency beside the dense search and bm25s (the floor: the same
+    terms, so the scoring engines are compared), ingest cost and bytes a page, at each size."""
+    try:
+        import bm25s
+        import Stemmer
+    except ImportError:
+        print("\nkeyword search: skipped (bm25s is not installed: pip install bm25s==0.3.16)")
+        return
+    from docvec._store import Point, open_store, point_id
+    from docvec._text._terms import Analyzer, TermWeights, document_vector, query_vector
+
+    if backend == "auto":
+        try:
+            import numba  # noqa: F401
+
+            backend = "numba"
+        except ImportError:
+            backend = "numpy"
+    analyzer, weights = Analyzer(), TermWeights()
+    words, p, source = real_vocabulary()
+    pages = _Pages(words, p)
+    chunk_size = 1000
+    first_texts, rare, common = pages.chunk(0, chunk_size)
+    queries = keyword_queries(rare, common, n_queries)
+    qterms = [query_vector(q, analyzer) for q in queries]
+    qtokens = [analyzer.terms(q) for q in queries]
+    qdense = unit(np.random.default_rng(3), n_queries)
+    t = time.perf_counter()
+    bm25s.tokenize(first_texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False)
+    own_tokenizer_ms = (time.perf_counter() - t) * 1e3 / len(first_texts)
+    print(
+        f"\nkeyword search (text) and fused search (dense + text, RRF, depth 100, weight 1), top {K}: pages "
+        f"of {PAGE_WORDS[0]}-{PAGE_WORDS[1]} words drawn from real page texts ({source}), "
+        f"{TAIL_SHARE:.0%} from a Zipf({TAIL_ZIPF}) tail of made-up words, {CODES_A_PAGE} codes a page; "
+        f"{DIM}-d random unit vectors; {n_queries} queries of 2-4 words (e.g. {queries[0]!r}, "
+        f"{queries[1]!r}); "
+        f"bm25s {bm25s.__version__} (backend {backend}) on the same terms (docvec's Analyzer), lucene, "
+        f"k1 {weights.k1}, b {weights.b}"
+    )
+    print(
+        f"{'pages':>7} {'text p50':>9} {'p95':>7} {'bm25s p50':>10} {'p95':>7} {'text/bm25s':>10} "
+        f"{'fused p50':>10} {'p95':>7} {'dense p50':>10} {'p95':>7} {'fused/dense':>11} {'text hits':>9}"
+    )
+    ingest = []
+    for n in sizes:
+        roots = [Path(tempfile.mkdtemp(prefix="docvec-bench-text-")) for _ in range(2)]
+        try:
+            tokens: list[list[str]] = []
+            n_terms = distinct = text_bytes = 0
+            analyse = upsert_text = upsert_plain = 0.0
+            with open_store(path=roots[0]) as store, open_store(path=roots[1]) as plain:
+                store.ensure_collection("bench", DIM, text=True)
+                plain.ensure_collection("bench", DIM)
+                for c, start in enumerate(range(0, n, chunk_size)):
+                    count = min(chunk_size, n - start)
+                    texts = first_texts[:count] if c == 0 else pages.chunk(c, count)[0]
+                    vectors = unit(np.random.default_rng((5, c)), count)
+                    t = time.perf_counter()
+                    terms = [document_vector(x, analyzer, weights) for x in texts]
+                    analyse += time.perf_counter() - t
+                    tokens += [analyzer.terms(x) for x in texts]
+                    n_terms += sum(len(x) for x in tokens[start:])
+                    distinct += sum(len(x.indices) for x in terms)
+                    text_bytes += sum(len(x.encode()) for x in texts)
+                    meta = [
+                        {"doc_id": f"d{i // 10}", "source": f"/docs/{i // 10}.pdf", "page": i % 10 + 1}
+                        for i in range(start, start + count)
+                    ]
+                    with_text = [
+                        Point(
+                            point_id("bench", start + j),
+                            vectors[j],
+                            {**meta[j], "text": texts[j]},
+                            terms=terms[j],
+                        )
+                        for j in range(count)
+                    ]
+                    t = time.perf_counter()
+                    store.upsert("bench", with_text)
+                    upsert_text += time.perf_counter() - t
+                    without = [Point(point_id("bench", start + j), vectors[j], meta[j]) for j in range(count)]
+                    t = time.perf_counter()
+                    plain.upsert("bench", without)
+                    upsert_plain += time.perf_counter() - t
+                t = time.perf_counter()
+                store.optimize("bench")
+                store.flush()
+                optimize_s = time.perf_counter() - t
+                plain.optimize("bench")
+                plain.flush()
+                t = time.perf_counter()
+                retriever = bm25s.BM25(k1=weights.k1, b=weights.b, method="lucene", backend=backend)
+                retriever.index(tokens, show_progress=False)
+                index_s = time.perf_counter() - t
+                del tokens
+
+                def bm25(q: int, retriever: Any = retriever) -> Any:
+                    return retriever.retrieve([qtokens[q]], k=K, show_progress=False)
+
+                args = list(range(n_queries))
+                tt, tb = time_pair(lambda q: store.search("bench", None, K, terms=qterms[q]), bm25, args)
+                tf, td = time_pair(
+                    lambda q: store.search("bench", qdense[q], K, terms=qterms[q], depth=100, weight=1.0),
+                    lambda q: store.search("bench", qdense[q], K),
+                    args,
+                )
+                hits = np.mean([len(store.search("bench", None, K, terms=qterms[q])) for q in args])
+            disk = [_folder_bytes(r) for r in roots]
+        finally:
+            for r in roots:
+                shutil.rmtree(r, ignore_errors=True)
+        (t50, t95), (b50, b95), (f50, f95), (d50, d95) = pct(tt), pct(tb), pct(tf), pct(td)
+        print(
+            f"{n:>7} {t50:>7.2f}ms {t95:>5.2f}ms {b50:>8.2f}ms {b95:>5.2f}ms {t50 / b50:>9.2f}x "
+            f"{f50:>8.2f}ms {f95:>5.2f}ms {d50:>8.2f}ms {d95:>5.2f}ms {f50 / d50:>10.2f}x {hits:>9.1f}"
+        )
+        ingest.append(
+            (n, n_terms / n, distinct / n, analyse * 1e3 / n, upsert_text * 1e3 / n, upsert_plain * 1e3 / n,
+             optimize_s, index_s, text_bytes / n, distinct * 8 / n, (disk[0] - disk[1]) / n)
+        )  # fmt: skip
+    print(
+        f"\ningest of the text layer (analysis by docvec's Analyzer: document_vector; bm25s's own tokenizer "
+        f"with its English stop words and stemmer: {own_tokenizer_ms:.2f} ms a page), and bytes a page"
+    )
+    print(
+        f"{'pages':>7} {'terms/page':>10} {'distinct':>8} {'analyse':>9} {'upsert text':>11} {'without':>9} "
+        f"{'optimize':>8} {'bm25s index':>11} {'text raw':>9} {'sparse raw':>10} {'disk: text+sparse':>17}"
+    )
+    for n, terms_a, dist_a, an, ut, up, opt, idx, tb_, sb, db in ingest:
+        print(
+            f"{n:>7} {terms_a:>10.1f} {dist_a:>8.1f} {an:>7.3f}ms {ut:>9.3f}ms {up:>7.3f}ms {opt:>7.1f}s "
+            f"{idx:>10.1f}s {tb_ / 1024:>7.2f}KB {sb / 1024:>8.2f}KB {db / 1024:>15.2f}KB"
+        )
+    print(
+        "(upsert: ms a page into the collection with text and into one without, the same dense vectors; "
+        "sparse raw: distinct terms x 8 bytes (u32 id, f32 weight); disk: the folder with text minus the one "
+        "without, after optimize, divided by the pages)"
+    )
+
+
 def bench_api(model: str | None, seconds: float, clients: int) -> None:
     import httpx
     import uvicorn
@@ -439,6 +682,15 @@ def main() -> None:
     )
     ap.add_argument("--multi-queries", type=int, default=20, help="queries timed per multi-vector run")
     ap.add_argument("--prefetch", type=int, default=100, help="hybrid: pages the dense vector finds")
+    ap.add_argument(
+        "--text-sizes", default="1000,10000,100000", help="pages of the keyword search runs (empty: none)"
+    )
+    ap.add_argument(
+        "--bm25s-backend",
+        choices=("auto", "numpy", "numba"),
+        default="auto",
+        help="bm25s's scoring backend (auto: numba when it is installed)",
+    )
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients of the API load")
     ap.add_argument("--seconds", type=float, default=10, help="duration of the API load")
     args = ap.parse_args()
@@ -450,6 +702,8 @@ def main() -> None:
         bench_multivector(
             sorted(int(x) for x in args.multi_sizes.split(",")), args.multi_queries, args.prefetch
         )
+    if args.text_sizes:
+        bench_text(sorted(int(x) for x in args.text_sizes.split(",")), args.queries, args.bm25s_backend)
     bench_api(args.model, args.seconds, args.clients)
 
 

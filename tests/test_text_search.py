@@ -57,8 +57,7 @@ def _settings(data: Path, tiny_dir: Path, **extra: Any) -> Settings:
         model=str(tiny_dir),
         embed=EmbedSettings(max_pixels=SMALL, threads=2),
         render=RenderSettings(workers=1),
-        ocr="off",
-        **extra,
+        **({"ocr": "off"} | extra),
     )
 
 
@@ -251,3 +250,33 @@ def test_the_command_line_shows_snippets_and_eval_scores_keyword_modes(
     assert set(modes) == {"dense", "text", "dense+text"}
     assert modes["text"]["ndcg@5"] == pytest.approx(1.0)
     assert modes["dense+text"]["recall@3"] == pytest.approx(1.0)  # found by keywords, kept by the fusion
+
+
+def test_a_scan_is_read_by_ocr_and_cjk_text_is_found_by_its_words(
+    tmp_path: Path, small: Embedder, tiny_dir: Path
+) -> None:
+    from docvec._text import _ocr
+
+    from .test_render_text import SCAN_LINES, cjk_layer_pdf, scan_pdf
+
+    assert _ocr.available() is None, "OCR's engine must be here: `make test` installs tesseract"
+    scan = scan_pdf(tmp_path / "scan.pdf")
+    cjk_line = "東京都の人口は約1400万人です"
+    cjk = cjk_layer_pdf(tmp_path / "tokyo.pdf", [cjk_line])
+    with Index.open(_settings(tmp_path / "data", tiny_dir, ocr="auto"), embedder=small) as index:
+        assert index.add([scan, cjk]).ok
+        by_name = {d.name: d.doc_id for d in index.documents().documents}
+        read = index.page_text(by_name["scan.pdf"], 1)
+        assert read.text_from == "ocr" and SCAN_LINES[0].split()[0] in read.text
+        word = max(SCAN_LINES[0].split(), key=len).strip(".,")
+        assert index.search(word, k=1, mode="text")[0].name == "scan.pdf"
+        tokyo = index.page_text(by_name["tokyo.pdf"], 1)
+        assert (tokyo.text, tokyo.text_from) == (cjk_line, "pdf")
+        hit = index.search("人口", k=1, mode="text")[0]
+        assert hit.name == "tokyo.pdf" and hit.snippet is not None
+        assert [hit.snippet.text[a:b] for a, b in hit.snippet.marks] == ["人口"]
+    # with OCR off the scan keeps no text
+    with Index.open(_settings(tmp_path / "data2", tiny_dir, ocr="off"), embedder=small) as index:
+        assert index.add([scan]).ok
+        doc = index.documents().documents[0]
+        assert index.page_text(doc.doc_id, 1).text == ""

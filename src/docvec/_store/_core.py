@@ -404,9 +404,10 @@ class Store(Closing):
         - ``tokens`` alone (a multi-vector collection): MaxSim of the query's token vectors over every point;
         - both, and ``prefetch`` N: the N points most similar to ``vector``, reranked by MaxSim (one query);
         - ``terms`` alone (a collection with text): the keyword score, BM25 with the store's IDF;
-        - ``terms`` and one of the visual queries above: reciprocal rank fusion of the visual ranking's
-          best ``depth`` points and the keyword ranking's, the keyword ranking weighted ``weight`` against
-          the visual one's 1 (one query). A point found by one ranking only still counts.
+        - ``terms`` and one of the visual queries above: reciprocal rank fusion (k ``LAYOUT.rrf_k``) of the
+          visual ranking's best ``depth`` points and the keyword ranking's, the keyword ranking weighted
+          ``weight`` against the visual one's 1 (Qdrant's weighted RRF: a weight divides the ranking's
+          positions), in one query. A point found by one ranking only still counts.
         """
         _check_positive(f"collection {name!r}: k", k)
         target, dim = self._open(name)
