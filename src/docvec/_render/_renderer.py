@@ -444,20 +444,9 @@ class Renderer(Closing):
         rendered. Workers render a few pages ahead while the caller consumes. A whole-document failure
         (including the time limit and a crashed worker) raises :class:`RenderError` from the iterator.
         """
-        if first < 1:
-            raise InputError(f"first is a 1-based page number, got {first}")
-        if isinstance(document, DocumentInfo):
-            path, kind = document.path, document.kind
-        else:
-            path = Path(document)
-            kind = self._kind(path)
-        self._enter()
-        try:
-            for page in self._stream(path, kind, first, image=True):
-                assert not isinstance(page, ExtractedText)
-                yield page
-        finally:
-            self._busy = False
+        for page in self._document(document, first, image=True):
+            assert not isinstance(page, ExtractedText)
+            yield page
 
     def texts(
         self, document: Path | DocumentInfo, *, first: int = 1
@@ -470,6 +459,14 @@ class Renderer(Closing):
         A page that cannot be loaded is a :class:`PageFailure`; whole-document failures raise
         :class:`RenderError`, as with :meth:`pages`.
         """
+        for page in self._document(document, first, image=False):
+            assert not isinstance(page, RenderedPage)
+            yield page
+
+    def _document(
+        self, document: Path | DocumentInfo, first: int, *, image: bool
+    ) -> Iterator[RenderedPage | ExtractedText | PageFailure]:
+        """:meth:`pages` (``image``) or :meth:`texts`: the document's stream, the renderer busy meanwhile."""
         if first < 1:
             raise InputError(f"first is a 1-based page number, got {first}")
         if isinstance(document, DocumentInfo):
@@ -479,9 +476,7 @@ class Renderer(Closing):
             kind = self._kind(path)
         self._enter()
         try:
-            for page in self._stream(path, kind, first, image=False):
-                assert not isinstance(page, RenderedPage)
-                yield page
+            yield from self._stream(path, kind, first, image=image)
         finally:
             self._busy = False
 
