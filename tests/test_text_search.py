@@ -280,3 +280,13 @@ def test_a_scan_is_read_by_ocr_and_cjk_text_is_found_by_its_words(
         assert index.add([scan]).ok
         doc = index.documents().documents[0]
         assert index.page_text(doc.doc_id, 1).text == ""
+
+
+def test_the_text_settings_are_checked_when_read() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown stemmer 'klingon': use one of arabic"):
+        Settings(text_stemmer="klingon")
+    with pytest.raises(ValidationError, match="ocr"):
+        Settings(ocr="maybe")  # type: ignore[arg-type]
+    assert Settings(text_stemmer="none").text_stemmer == "none"

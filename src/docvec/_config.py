@@ -8,8 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ._text._terms import check_stemmer
 
 __all__ = [
     "DECODE_BUDGET_MB",
@@ -268,6 +270,12 @@ class Settings(BaseSettings):
     )
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
+
+    @field_validator("text_stemmer")
+    @classmethod
+    def _known_stemmer(cls, value: str) -> str:
+        # checked when the settings are read, not when a collection is first made with them
+        return check_stemmer(value)
 
 
 def settings_for(where: Settings | str | Path | None, **overrides: Any) -> Settings:

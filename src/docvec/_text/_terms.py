@@ -51,6 +51,7 @@ __all__ = [
     "SparseVector",
     "TermWeights",
     "Token",
+    "check_stemmer",
     "document_vector",
     "query_vector",
     "term_id",
@@ -252,10 +253,7 @@ class Analyzer(BaseModel):
     @field_validator("stemmer")
     @classmethod
     def _known_stemmer(cls, value: str) -> str:
-        known = sorted(Stemmer.algorithms())
-        if value != "none" and value not in known:
-            raise ValueError(f"unknown stemmer {value!r}: use one of {', '.join(known)}, or 'none'")
-        return value
+        return check_stemmer(value)
 
     def tokens(self, text: str) -> list[Token]:
         """The terms of ``text`` with their spans, in the order of the text (a code's joined term after its
@@ -288,6 +286,15 @@ def _word_strings(chunk: str, language: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
+def check_stemmer(value: str) -> str:
+    """``value`` if it names a Snowball stemmer PyStemmer has, or is ``"none"``; else :class:`ValueError`
+    listing them (the settings and :class:`Analyzer` say it the same way)."""
+    known = sorted(Stemmer.algorithms())
+    if value != "none" and value not in known:
+        raise ValueError(f"unknown stemmer {value!r}: use one of {', '.join(known)}, or 'none'")
+    return value
+
+
 def term_id(term: str) -> int:
     """A term's index in a sparse vector: BLAKE2b of the term's UTF-8 bytes with a 4-byte digest, read
     big-endian; stable across processes, machines and Python versions (unlike ``hash``). Terms that share
