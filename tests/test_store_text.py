@@ -134,3 +134,28 @@ def test_bad_terms_and_weights_are_refused_before_anything_is_sent(store: Store)
         store.search("c", None, 3, terms=SparseVector([1], [float("nan")]))
     with pytest.raises(StoreError, match="keyword weight"):
         store.search("c", np.ones(DIM), 3, terms=query_vector("revenue", ANALYZER), weight=-1)
+
+
+def test_scrolls_leave_the_text_out_unless_asked(store: Store) -> None:
+    store.ensure_collection("c", DIM, text=True)
+    text = "a long page text " * 100
+    store.upsert(
+        "c",
+        [
+            Point(
+                point_id(1),
+                np.ones(DIM),
+                {"doc_id": "d1", "text": text, "text_from": "pdf"},
+                terms=document_vector(text, ANALYZER, WEIGHTS),
+            )
+        ],
+    )
+    ((_, payload),) = list(store.scroll("c"))
+    assert payload == {"doc_id": "d1", "text_from": "pdf"}
+    ((_, payload),) = list(store.scroll("c", with_text=True))
+    assert payload["text"] == text
+    (point,) = list(store.scroll("c", with_vectors=True))
+    assert "text" not in point.payload
+    # a search brings it: the snippet is made from it
+    (hit,) = store.search("c", None, 1, terms=query_vector("page", ANALYZER))
+    assert hit.payload["text"] == text

@@ -62,7 +62,7 @@ def list_documents(store: Store, collection: str, *, offset: int = 0, limit: int
 
 def pages_of(store: Store, collection: str, doc_id: str) -> list[dict[str, Any]]:
     """The payloads of a document's indexed pages in page order; :class:`NotFoundError` for none."""
-    pages = [p for _, p in store.scroll(collection, Filter(doc_ids=(doc_id,)))]
+    pages = [p for _, p in store.scroll(collection, Filter(doc_ids=(doc_id,)), with_text=True)]
     if not pages:
         raise NotFoundError(f"no document {doc_id}")
     return sorted(pages, key=lambda p: int(p.get("page", 0)))

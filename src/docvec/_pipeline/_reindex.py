@@ -151,8 +151,9 @@ class Reindexer:
                 )
             ingestor.commit()
             if self.text is not None:
+                # text_from is set where text is kept: the texts themselves need not be read
                 pages = self.store.scroll(new, Filter(finished=True), batch=1024)
-                report.pages_with_text = sum(1 for _, p in pages if p.get("text"))
+                report.pages_with_text = sum(1 for _, p in pages if p.get("text_from"))
             self.store.switch(self.collection, new)
             report.switched = True
         if settle > 0:
@@ -278,7 +279,12 @@ class Reindexer:
         tags = [str(t) for t in first.get("tags") or ()]
         ingested_at = datetime.fromisoformat(str(first["ingested_at"])) if first.get("ingested_at") else None
         payloads = sorted(
-            (p for _, p in self.store.scroll(old, Filter(doc_ids=(doc.doc_id,), finished=True), batch=1024)),
+            (
+                p
+                for _, p in self.store.scroll(
+                    old, Filter(doc_ids=(doc.doc_id,), finished=True), batch=1024, with_text=True
+                )
+            ),
             key=lambda p: int(p.get("page", 0)),
         )
 

@@ -94,10 +94,17 @@ class Backend(Protocol):
         ...
 
     def scroll(
-        self, name: str, flt: Filter | None, limit: int, offset: Any, vectors: tuple[str, ...]
+        self,
+        name: str,
+        flt: Filter | None,
+        limit: int,
+        offset: Any,
+        vectors: tuple[str, ...],
+        without: tuple[str, ...] = (),
     ) -> tuple[list[Record], Any]:
         """One page of matching records from ``offset`` (``None``: the start), with the named ``vectors``
-        (none when empty), and the next page's offset (``None`` after the last)."""
+        (none when empty) and their payloads less the fields ``without``, and the next page's offset
+        (``None`` after the last)."""
         ...
 
     def count(self, name: str, flt: Filter | None) -> int:

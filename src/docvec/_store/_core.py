@@ -323,40 +323,60 @@ class Store(Closing):
 
     @overload
     def scroll(
-        self, name: str, flt: Filter | None = None, *, with_vectors: Literal[False] = False, batch: int = 256
+        self,
+        name: str,
+        flt: Filter | None = None,
+        *,
+        with_vectors: Literal[False] = False,
+        batch: int = 256,
+        with_text: bool = False,
     ) -> Iterator[tuple[str, dict[str, Any]]]: ...
 
     @overload
     def scroll(
-        self, name: str, flt: Filter | None = None, *, with_vectors: Literal[True], batch: int = 256
+        self,
+        name: str,
+        flt: Filter | None = None,
+        *,
+        with_vectors: Literal[True],
+        batch: int = 256,
+        with_text: bool = False,
     ) -> Iterator[Point]: ...
 
     def scroll(
-        self, name: str, flt: Filter | None = None, *, with_vectors: bool = False, batch: int = 256
+        self,
+        name: str,
+        flt: Filter | None = None,
+        *,
+        with_vectors: bool = False,
+        batch: int = 256,
+        with_text: bool = False,
     ) -> Iterator[tuple[str, dict[str, Any]]] | Iterator[Point]:
         """Iterate over the points matching ``flt``, ``batch`` per request: ``(id, payload)`` pairs, or
         whole :class:`Point` objects when ``with_vectors`` (vectors come back unit-length: cosine
-        collections store them normalised)."""
+        collections store them normalised). A page's text (payload field ``text``) comes only
+        ``with_text``: it is most of a payload's bytes, and what walks every page rarely needs it."""
         _check_positive("batch", batch)
         target = self._open(name)[0]  # a missing collection fails at the call, not at the first next()
+        without = () if with_text else (LAYOUT.text_field,)
         if with_vectors:
-            return self._points(target, flt, batch)
-        return ((r.id, r.payload) for r in self._records(target, flt, batch, vectors=()))
+            return self._points(target, flt, batch, without)
+        return ((r.id, r.payload) for r in self._records(target, flt, batch, vectors=(), without=without))
 
     def _records(
-        self, name: str, flt: Filter | None, batch: int, *, vectors: tuple[str, ...]
+        self, name: str, flt: Filter | None, batch: int, *, vectors: tuple[str, ...], without: tuple[str, ...]
     ) -> Iterator[Record]:
         offset: Any = None
         while True:
             self._check_open()
-            records, offset = self.backend.scroll(name, flt, batch, offset, vectors)
+            records, offset = self.backend.scroll(name, flt, batch, offset, vectors, without)
             yield from records
             if offset is None:
                 return
 
-    def _points(self, name: str, flt: Filter | None, batch: int) -> Iterator[Point]:
+    def _points(self, name: str, flt: Filter | None, batch: int, without: tuple[str, ...]) -> Iterator[Point]:
         names = (LAYOUT.vector, LAYOUT.tokens) if self.token_dim(name) else (LAYOUT.vector,)
-        for r in self._records(name, flt, batch, vectors=names):
+        for r in self._records(name, flt, batch, vectors=names, without=without):
             vector = (r.vectors or {}).get(LAYOUT.vector)
             if vector is None:
                 raise StoreError(f"collection {name!r}: point {r.id} has no {LAYOUT.vector!r} vector")

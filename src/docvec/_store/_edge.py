@@ -384,13 +384,19 @@ class EdgeBackend:
     # -- reads -------------------------------------------------------------------------------------
 
     def scroll(
-        self, name: str, flt: Filter | None, limit: int, offset: Any, vectors: tuple[str, ...]
+        self,
+        name: str,
+        flt: Filter | None,
+        limit: int,
+        offset: Any,
+        vectors: tuple[str, ...],
+        without: tuple[str, ...] = (),
     ) -> tuple[list[Record], Any]:
         request = qe.ScrollRequest(
             offset=offset,
             limit=limit,
             filter=_to_edge_filter(flt),
-            with_payload=True,
+            with_payload=qe.PayloadSelector.Exclude(list(without)) if without else True,
             with_vector=list(vectors) if vectors else False,
         )
         shard = self._shard(name)

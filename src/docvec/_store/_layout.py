@@ -30,6 +30,9 @@ class Layout:
     #: document frequencies are Qdrant's, counted at query time over the pages that have text: adding
     #: documents never re-weights stored pages. A page without text has no such vector.
     text: str = "text"
+    #: the payload field that holds a page's text (bounded by DOCVEC_TEXT_MAX_CHARS): scrolls leave it out
+    #: unless asked (Store.scroll), searches bring it for the snippets
+    text_field: str = "text"
     #: the reciprocal rank fusion constant of a fused search (visual and keyword rankings): Qdrant's default.
     #: Qdrant's weighted RRF scores a page 1 / (k - 1 + (position + 1) / weight) in each ranking: a weight
     #: divides the positions. With the paper's k = 60 (Cormack et al., 2009) weights barely move a page and a

@@ -401,7 +401,13 @@ class RemoteBackend:
     # -- reads -------------------------------------------------------------------------------------
 
     def scroll(
-        self, name: str, flt: Filter | None, limit: int, offset: Any, vectors: tuple[str, ...]
+        self,
+        name: str,
+        flt: Filter | None,
+        limit: int,
+        offset: Any,
+        vectors: tuple[str, ...],
+        without: tuple[str, ...] = (),
     ) -> tuple[list[Record], Any]:
         request = partial(
             self._client.scroll,
@@ -409,7 +415,7 @@ class RemoteBackend:
             scroll_filter=_to_client_filter(flt),
             limit=limit,
             offset=offset,
-            with_payload=True,
+            with_payload=models.PayloadSelectorExclude(exclude=list(without)) if without else True,
             with_vectors=list(vectors) if vectors else False,
         )
         records, next_offset = self._call("scroll", name, request)
