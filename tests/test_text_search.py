@@ -290,3 +290,35 @@ def test_the_text_settings_are_checked_when_read() -> None:
     with pytest.raises(ValidationError, match="ocr"):
         Settings(ocr="maybe")  # type: ignore[arg-type]
     assert Settings(text_stemmer="none").text_stemmer == "none"
+
+
+def test_the_batch_query_flow_hands_each_hit_its_page_text(
+    prefect_harness: None, tmp_path: Path, small: Embedder, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import json
+
+    data = tmp_path / "data"
+    with Index.open(_settings(data, tiny_dir), embedder=small) as index:
+        assert index.add(_documents(tmp_path / "docs", rare_on=7)).ok
+    env = {
+        "DOCVEC_DATA_DIR": str(data),
+        "DOCVEC_MODEL": str(tiny_dir),
+        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+        "DOCVEC_SEARCH_MODE": "text",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("docvec_flow_query_text", root / "flows" / "query.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    queries = tmp_path / "queries.txt"
+    queries.write_text(f"{RARE}\nwarranty terms\n")
+    out = tmp_path / "hits.jsonl"
+    assert module.query_flow(str(queries), str(out), k=1, with_text=True) == 2
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["hits"][0]["name"] for r in rows] == ["doc-07.pdf", "doc-04.pdf"]
+    assert RARE in rows[0]["hits"][0]["text"] and FILLER[4] in rows[1]["hits"][0]["text"]
+    assert rows[1]["hits"][0]["snippet"]["marks"]
