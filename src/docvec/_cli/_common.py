@@ -12,10 +12,12 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from .._config import Settings
 from .._contract import IndexLike
 from .._errors import ConfigError, DocvecError, InputError, NotFoundError
+from .._text._snippet import Snippet
 from . import _help
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "checked",
     "err",
     "errors",
+    "marked",
     "models_app",
     "open_index",
     "out",
@@ -155,3 +158,11 @@ def program() -> str:
     """How to run ``docvec`` again, exactly: the command next to this Python when there is one."""
     exe = Path(sys.executable).with_name("docvec")
     return str(exe) if exe.is_file() else "docvec"
+
+
+def marked(snippet: Snippet) -> Text:
+    """A snippet for the terminal: the query's terms in bold (plain text in a pipe)."""
+    shown = Text(snippet.text)
+    for start, end in snippet.marks:
+        shown.stylize("bold", start, end)
+    return shown

@@ -13,6 +13,7 @@ from .._index import Index
 from .._model._embedder import Embedder
 from .._records import Hit, IngestReport
 from .._tools._tiny import build_tiny_model
+from ._common import marked
 
 __all__ = ["QUERY", "run_demo", "sample_documents"]
 
@@ -53,8 +54,12 @@ def run_demo(settings: Settings, *, model_dir: Path, console: Console) -> tuple[
     for h in hits:
         table.add_row(f"{h.score:+.4f}", Path(h.source).name, str(h.page))
     console.print(table)
+    for rank, h in enumerate(hits, start=1):
+        if h.snippet is not None:  # the page's text around the query's words (docs/text.md)
+            console.print(f"{rank}. ", marked(h.snippet), sep="", highlight=False)
     console.print(
-        f"[yellow]{files.language_model.name}: the test model's weights are random, so this ranking tests "
-        "the machinery and means nothing. Real models: `docvec models pull jina-v4`.[/]"
+        f"[yellow]{files.language_model.name}: the test model's weights are random, so its part of this "
+        "ranking (the pages' look) tests the machinery and means nothing; the words found in the pages' text "
+        "are real. Real models: `docvec models pull jina-v4`.[/]"
     )
     return report, hits

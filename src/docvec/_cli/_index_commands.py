@@ -25,7 +25,6 @@ from .._contract import IndexLike
 from .._errors import ConfigError, StoreError
 from .._index import Index
 from .._records import DocumentSummary, IngestReport, SearchFilter, counted, shortened
-from .._text._snippet import Snippet
 from ._common import (
     CollectionOption,
     JsonFlag,
@@ -33,6 +32,7 @@ from ._common import (
     app,
     err,
     errors,
+    marked,
     open_index,
     out,
     program,
@@ -280,14 +280,6 @@ def search(
             out.print(Padding(marked(h.snippet), (0, 0, 0, 3)))
         if h.text is not None:
             out.print(Padding(Text(h.text), (0, 0, 0, 3)))
-
-
-def marked(snippet: Snippet) -> Text:
-    """A snippet for the terminal: the query's terms in bold (plain text in a pipe)."""
-    shown = Text(snippet.text)
-    for start, end in snippet.marks:
-        shown.stylize("bold", start, end)
-    return shown
 
 
 @app.command("eval")
