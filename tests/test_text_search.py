@@ -181,6 +181,14 @@ def test_a_collection_without_text_refuses_keyword_modes_until_reindex_adds_it_w
         assert np.allclose([after[p] for p in before], list(before.values()), atol=1e-6)
         # run again: nothing to do
         assert index.reindex(ReindexSpec(text=True)).new_version is None
+    # a stemmer the settings name explicitly is taken by the next reindex (the vectors carried again)
+    with Index.open(_settings(data, tiny_dir, text_stemmer="none"), embedder=small) as index:
+        again = index.reindex()
+        assert again.switched and (again.pages_embedded, again.pages_with_text) == (0, len(FILLER))
+        assert index._live.text(again.new_version or "").analyzer.stemmer == "none"  # type: ignore[union-attr]
+        # "budget" is on one page; without stems "budgets" no longer finds it
+        assert index.search("budget", k=1, mode="text")[0].name == "doc-09.pdf"
+        assert index.search("budgets", k=1, mode="text") == []
 
 
 def test_a_page_without_text_has_no_terms_and_is_found_by_its_look_only(

@@ -31,7 +31,7 @@ from ._errors import (
     NotFoundError,
 )
 from ._fileio import MB
-from ._live import RESOLVE_EVERY, LiveVersion, new_renderer, new_text
+from ._live import RESOLVE_EVERY, LiveVersion, new_renderer, target_text
 from ._model import Embedder
 from ._pipeline import _documents, _gc, _search
 from ._pipeline._ingest import PageFn, ProgressFn
@@ -402,12 +402,7 @@ class Index(Closing):
             target_model = spec.model or base.model
             multi = base.multivector if spec.multivector is None else spec.multivector
             pool = base.token_pool if spec.token_pool is None else spec.token_pool
-            text = self._live.text(version)
-            if spec.text is not None:
-                # --text keeps the live version's way of keeping text where it has one, else the settings'
-                text = (
-                    (text or new_text(self.settings.model_copy(update={"text": True}))) if spec.text else None
-                )
+            text = target_text(self.settings, self._live.text(version), spec.text)
             target = self._live.load(target_model, base.embed.model_copy(update=changes))
             renderer = new_renderer(self.settings, target, text)
             if settle is None:

@@ -28,7 +28,7 @@ from ._render import Renderer
 from ._store import PageStore, Store
 from ._text._terms import Analyzer
 
-__all__ = ["RESOLVE_EVERY", "LiveVersion", "new_renderer", "new_text"]
+__all__ = ["RESOLVE_EVERY", "LiveVersion", "new_renderer", "new_text", "target_text"]
 
 log = logging.getLogger("docvec")
 
@@ -263,3 +263,23 @@ def new_text(settings: Settings) -> TextIndex | None:
     if not settings.text:
         return None
     return TextIndex(analyzer=Analyzer(stemmer=settings.text_stemmer), max_chars=settings.text_max_chars)
+
+
+def target_text(settings: Settings, live: TextIndex | None, wanted: bool | None) -> TextIndex | None:
+    """How a reindexed version keeps its pages' text: none when ``wanted`` is False (or ``None`` and the
+    live version keeps none); else the live version's way, except what the settings name explicitly
+    (``DOCVEC_TEXT_STEMMER``, ``DOCVEC_TEXT_MAX_CHARS``), as for the model (see ``fitting_settings``); the
+    settings' way for a version that gets text anew."""
+    if wanted is False or (wanted is None and live is None):
+        return None
+    fresh = new_text(settings.model_copy(update={"text": True}))
+    assert fresh is not None
+    if live is None:
+        return fresh
+    explicit = settings.model_fields_set
+    return live.model_copy(
+        update={
+            "analyzer": fresh.analyzer if "text_stemmer" in explicit else live.analyzer,
+            "max_chars": fresh.max_chars if "text_max_chars" in explicit else live.max_chars,
+        }
+    )
