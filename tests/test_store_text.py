@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from docvec import StoreError
-from docvec._store import Filter, Point, Store, point_id
+from docvec._store import Filter, Point, ScoredPoint, Store, point_id
 from docvec._store._edge import EdgeBackend
 from docvec._store._remote import RemoteBackend
 from docvec._text._terms import Analyzer, SparseVector, TermWeights, document_vector, query_vector
@@ -62,7 +62,7 @@ def _fill(store: Store, *, tokens: bool = False) -> np.ndarray:
     return vectors
 
 
-def _ids(hits: list) -> list[str]:  # type: ignore[type-arg]
+def _ids(hits: list[ScoredPoint]) -> list[str]:
     return [h.payload["doc_id"] for h in hits]
 
 

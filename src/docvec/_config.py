@@ -16,6 +16,7 @@ from ._text._terms import check_stemmer
 __all__ = [
     "DECODE_BUDGET_MB",
     "RENDER_TIMEOUT_S",
+    "TEXT_MAX_CHARS",
     "EmbedSettings",
     "RenderSettings",
     "Settings",
@@ -27,6 +28,9 @@ __all__ = [
 RENDER_TIMEOUT_S = 300.0
 #: Memory decoding one image may take, in MB (the default of ``DOCVEC_RENDER__MAX_MEMORY_MB``).
 DECODE_BUDGET_MB = 1024
+#: The most characters of text a page keeps (the default of ``DOCVEC_TEXT_MAX_CHARS``): a dense A4 page
+#: has 3,000-6,000.
+TEXT_MAX_CHARS = 20_000
 
 
 def _default_data_dir() -> Path:
@@ -200,7 +204,10 @@ class Settings(BaseSettings):
         ),
     )
     text_max_chars: int = Field(
-        20_000, ge=100, le=1_000_000, description="The most characters of text a page keeps (more is cut)."
+        TEXT_MAX_CHARS,
+        ge=100,
+        le=1_000_000,
+        description="The most characters of text a page keeps (more is cut).",
     )
     text_weight: float = Field(
         1.0,

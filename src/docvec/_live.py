@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 
-from ._config import EmbedSettings, Settings
+from ._config import TEXT_MAX_CHARS, EmbedSettings, Settings
 from ._fileio import MB
 from ._model import Embedder, resolve_model
 from ._pipeline._ingest import Ingestor
@@ -224,8 +224,13 @@ class LiveVersion:
         """The render workers, rendering at ``embedder``'s page budget and reading pages' text for a
         version that keeps it (started again when either changes)."""
         current = self._renderer
-        wanted = (embedder.bounds.max_pixels, text is not None, text.max_chars if text else 20_000)
-        if current is None or (current.target_pixels, current.text, current.text_limit) != wanted:
+        fits = (
+            current is not None
+            and current.target_pixels == embedder.bounds.max_pixels
+            and current.text == (text is not None)
+            and (text is None or current.text_limit == text.max_chars)
+        )
+        if current is None or not fits:
             if current is not None:
                 current.close()
             current = self._renderer = new_renderer(self.settings, embedder, text)
@@ -254,14 +259,17 @@ def new_renderer(settings: Settings, embedder: Embedder, text: TextIndex | None 
         memory_limit=render.max_memory_mb * MB,
         text=text is not None,
         ocr=settings.ocr,
-        text_limit=text.max_chars if text is not None else 20_000,
+        text_limit=text.max_chars if text is not None else TEXT_MAX_CHARS,
     )
 
 
 def new_text(settings: Settings) -> TextIndex | None:
     """How a new collection (or version) keeps its pages' text, as the settings ask; ``None`` for none."""
-    if not settings.text:
-        return None
+    return _settings_text(settings) if settings.text else None
+
+
+def _settings_text(settings: Settings) -> TextIndex:
+    """The settings' way of keeping text (whether or not they ask new collections to keep it)."""
     return TextIndex(analyzer=Analyzer(stemmer=settings.text_stemmer), max_chars=settings.text_max_chars)
 
 
@@ -272,8 +280,7 @@ def target_text(settings: Settings, live: TextIndex | None, wanted: bool | None)
     settings' way for a version that gets text anew."""
     if wanted is False or (wanted is None and live is None):
         return None
-    fresh = new_text(settings.model_copy(update={"text": True}))
-    assert fresh is not None
+    fresh = _settings_text(settings)
     if live is None:
         return fresh
     explicit = settings.model_fields_set

@@ -17,7 +17,6 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.markup import escape
-from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -276,10 +275,13 @@ def search(
     for rank, h in enumerate(hits, start=1):
         if h.snippet is not None or h.text is not None:
             out.print(f"[bold]{rank}.[/] {escape(h.name)} page {h.page}", highlight=False, soft_wrap=True)
-        if h.snippet is not None:
-            out.print(Padding(marked(h.snippet), (0, 0, 0, 3)))
-        if h.text is not None:
-            out.print(Padding(Text(h.text), (0, 0, 0, 3)))
+        # the whole text when asked for (it holds the snippet), else the snippet; indented, not padded to
+        # the terminal's width (a pipe gets no trailing blanks)
+        shown = Text(h.text) if h.text is not None else marked(h.snippet) if h.snippet is not None else None
+        if shown is not None:
+            for line in shown.wrap(out, max(out.width - 3, 20)):
+                line.rstrip()
+                out.print(Text("   ") + line, soft_wrap=True)
 
 
 @app.command("eval")

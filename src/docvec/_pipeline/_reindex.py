@@ -45,7 +45,7 @@ from pydantic_core import to_jsonable_python
 from .._errors import CollectionNotFoundError, NotFoundError, RenderError, StoreError
 from .._model._embedder import normalize
 from .._records import EmbeddingInfo, IngestFailure, IngestReport, ReindexReport, TextIndex
-from .._render._renderer import DocumentInfo, PageFailure, RenderedPage
+from .._render._renderer import DocumentInfo, ExtractedText, PageFailure, RenderedPage
 from .._store import LAYOUT, Filter, Point, point_id
 from ._ingest import Ingestor, IngestProgress, ProgressFn, kept_text, require_head
 from ._parts import Parts
@@ -341,22 +341,22 @@ class Reindexer:
 
     @staticmethod
     def _stored_pages(
-        images: list[tuple[int, Path]], first: int, texts: dict[int, tuple[str, str]]
+        images: list[tuple[int, Path]], first: int, texts: dict[int, ExtractedText]
     ) -> Iterator[RenderedPage]:
         for number, path in images:
             if number >= first:
-                text, source = texts.get(number, (None, None))
+                found = texts.get(number)
                 with Image.open(path) as img:
                     yield RenderedPage(
                         number=number,
                         image=img.convert("RGB"),
                         size_pt=None,
                         rotation=0,
-                        text=text,
-                        text_from=source,  # type: ignore[arg-type]
+                        text=found.text if found else None,
+                        text_from=found.text_from if found else None,
                     )
 
-    def _texts(self, document: SourceDocument, payloads: list[dict[str, Any]]) -> dict[int, tuple[str, str]]:
+    def _texts(self, document: SourceDocument, payloads: list[dict[str, Any]]) -> dict[int, ExtractedText]:
         """Each page's text and where it came from, for a new version with text: the old version's, when it
         kept text; else read from the document's file (text layer, or OCR) when it is there as indexed.
         Pages without text are left out; so is everything for a version without text."""
@@ -364,20 +364,22 @@ class Reindexer:
             return {}
         if self._old_text is not None:
             return {
-                int(p["page"]): (str(p["text"]), str(p.get("text_from") or "pdf"))
+                int(p["page"]): ExtractedText(
+                    int(p["page"]), str(p["text"]), "ocr" if p.get("text_from") == "ocr" else "pdf"
+                )
                 for p in payloads
                 if p.get("text")
             }
         if not self._unchanged(document):
             return {}
         info = DocumentInfo(document.path, document.kind, document.page_count or len(payloads))
-        found: dict[int, tuple[str, str]] = {}
+        found: dict[int, ExtractedText] = {}
         try:
             for item in self.parts.renderer.texts(info):
                 if isinstance(item, PageFailure):
                     log.warning("%s: page %d: no text: %s", document.path, item.number, item.reason)
                 elif item.text and item.text_from:
-                    found[item.number] = (item.text, item.text_from)
+                    found[item.number] = item
         except RenderError as e:
             log.warning("%s: its text cannot be read: %s", document.path, e.reason)
         return found
@@ -405,7 +407,7 @@ class Reindexer:
         new: str,
         old_info: EmbeddingInfo,
         same_budget: bool,
-        texts: dict[int, tuple[str, str]],
+        texts: dict[int, ExtractedText],
         *,
         vanished: bool = True,
     ) -> None:
@@ -421,13 +423,13 @@ class Reindexer:
         ):
             vector = normalize(p.vector[None, :], dim)[0]
             number = int(p.payload["page"])
-            text, terms = kept_text(self.text, texts.get(number, ("", ""))[0])
-            source_of_text = texts[number][1] if text is not None else None
+            found = texts.get(number)
+            text, terms = kept_text(self.text, found.text if found else None)
             payload = p.payload | {
                 "embedding": payload_info,
                 "state": "complete",
                 "text": text,
-                "text_from": source_of_text,
+                "text_from": found.text_from if found and text is not None else None,
             }
             tokens = p.tokens if self.info.multivector else None
             points.append(Point(point_id(doc.doc_id, number, info.key), vector, payload, tokens, terms))

@@ -12,6 +12,7 @@ from pydantic import (
     Field,
 )
 
+from .._config import TEXT_MAX_CHARS
 from .._text._terms import Analyzer, TermWeights
 from ._pages import EmbeddingInfo, IngestFailure
 
@@ -26,7 +27,7 @@ class TextIndex(BaseModel):
 
     analyzer: Analyzer = Field(default_factory=Analyzer)
     weights: TermWeights = Field(default_factory=TermWeights)
-    max_chars: int = Field(20_000, ge=1, description="The most characters of text a page keeps.")
+    max_chars: int = Field(TEXT_MAX_CHARS, ge=1, description="The most characters of text a page keeps.")
 
 
 class VersionRecord(BaseModel):

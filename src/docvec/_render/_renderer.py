@@ -38,7 +38,7 @@ from typing import Any, Literal
 from PIL import Image, features
 
 from .._closing import Closing
-from .._config import DECODE_BUDGET_MB, RENDER_TIMEOUT_S
+from .._config import DECODE_BUDGET_MB, RENDER_TIMEOUT_S, TEXT_MAX_CHARS
 from .._errors import ConfigError, InputError, RenderError, RendererStartError, RendererStateError
 from .._text import _ocr
 from . import _worker as w
@@ -350,7 +350,7 @@ class Renderer(Closing):
         memory_limit: int = DECODE_BUDGET_MB << 20,
         text: bool = False,
         ocr: OcrMode = "off",
-        text_limit: int = 20_000,
+        text_limit: int = TEXT_MAX_CHARS,
     ) -> None:
         if workers < 1:
             raise ConfigError(f"workers must be at least 1, got {workers}")

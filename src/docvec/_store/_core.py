@@ -432,33 +432,31 @@ class Store(Closing):
         _check_positive(f"collection {name!r}: k", k)
         target, dim = self._open(name)
         visual = self._visual(name, target, dim, vector, tokens, prefetch, k)
-        if terms is None:
+        if terms is not None:
+            if not self.has_text(target):
+                raise StoreError(f"collection {name!r} keeps no text: it has no keyword index to search")
+            check_terms(f"collection {name!r}: the query", terms)
+            _check_positive(f"collection {name!r}: depth", depth)
+            if (
+                isinstance(weight, bool)
+                or not isinstance(weight, int | float)
+                or not 0 <= weight < float("inf")
+            ):
+                raise StoreError(
+                    f"collection {name!r}: the keyword weight must be a number >= 0, got {weight!r}"
+                )
+            if terms.indices:
+                return self.backend.search_text(target, terms, k, flt, visual, max(depth, k), float(weight))
             if visual is None:
-                raise StoreError(f"collection {name!r}: a search needs a query vector or token vectors")
-            if visual.tokens is None:
-                assert visual.vector is not None
-                return self.backend.search(target, visual.vector, k, flt)
-            return self.backend.search_tokens(
-                target,
-                visual.tokens,
-                k,
-                flt,
-                None
-                if visual.vector is None or visual.prefetch is None
-                else (visual.vector, visual.prefetch),
-            )
-        if not self.has_text(target):
-            raise StoreError(f"collection {name!r} keeps no text: it has no keyword index to search")
-        check_terms(f"collection {name!r}: the query", terms)
-        _check_positive(f"collection {name!r}: depth", depth)
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight < float("inf"):
-            raise StoreError(f"collection {name!r}: the keyword weight must be a number >= 0, got {weight!r}")
-        if not terms.indices:
-            # no term to look up: the visual ranking alone, or nothing
-            return (
-                [] if visual is None else self.search(name, vector, k, flt, tokens=tokens, prefetch=prefetch)
-            )
-        return self.backend.search_text(target, terms, k, flt, visual, max(depth, k), float(weight))
+                return []  # no term to look up, and no visual ranking: nothing
+            # no term to look up: the visual ranking alone
+        if visual is None:
+            raise StoreError(f"collection {name!r}: a search needs a query vector or token vectors")
+        if visual.tokens is None:
+            assert visual.vector is not None
+            return self.backend.search(target, visual.vector, k, flt)
+        first = None if visual.vector is None or visual.prefetch is None else (visual.vector, visual.prefetch)
+        return self.backend.search_tokens(target, visual.tokens, k, flt, first)
 
     def _visual(
         self,
