@@ -290,6 +290,8 @@ def test_scheduled_ingest_then_batch_query(
             f"queries={queries}",
             "--param",
             f"out={out}",
+            "--param",
+            "with_text=true",
         )
     )
     _finish(_worker(server, tmp_path, tiny_dir, data), server, _describe(server, [query]))
@@ -301,6 +303,9 @@ def test_scheduled_ingest_then_batch_query(
         ("a smiling face", 2, 2),
     ]
     assert {Path(h["source"]).name for r in rows for h in r["hits"]} <= set(PAGES_OF)
+    # with_text, as a RAG pipeline asks: the PDF pages come with their text layer's words
+    pdf_texts = [h["text"] for h in rows[0]["hits"] if h["source"].endswith(".pdf")]
+    assert len(pdf_texts) >= 4 and all(t and len(t.split()) > 20 for t in pdf_texts), pdf_texts
 
     # and the collection is rebuilt at another page budget by the reindex deployment
     budget = 28 * 28 * 32

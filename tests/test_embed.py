@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -189,3 +190,40 @@ def test_an_open_reads_each_header_once(tiny_dir: Path, monkeypatch: pytest.Monk
     with Embedder.open(tiny_dir, EmbedSettings(threads=1)):
         pass
     assert sorted(read) == sorted(p.name for p in tiny_dir.glob("*.gguf"))
+
+
+def test_a_ctrl_c_during_native_calls_is_raised_when_they_return(monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp logs through a Python callback: a Ctrl-C that lands in it is dropped by ctypes (an ingest
+    went on to its end), unless the embedder's native calls hold it and raise it after they return."""
+    import ctypes
+    import os
+    import signal
+    import sys
+
+    from docvec._model._native import holding_interrupts
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    libc = ctypes.CDLL(None)
+    compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+    sent: list[int] = []
+
+    def by_value(a: Any, b: Any) -> int:  # a native sort calling back into Python, as llama.cpp's log does
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+        return int(a[0] - b[0])
+
+    def sort() -> list[int]:
+        values = (ctypes.c_int * 64)(*range(64, 0, -1))
+        libc.qsort(values, 64, ctypes.sizeof(ctypes.c_int), compare(by_value))
+        return list(values)
+
+    dropped: list[type[BaseException] | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_type))
+    assert sort() == list(range(1, 65))  # the interrupt was raised inside the callback, and dropped
+    assert dropped == [KeyboardInterrupt]
+    sent.clear()
+    with pytest.raises(KeyboardInterrupt), holding_interrupts():
+        assert sort() == list(range(1, 65))  # held while the native call ran ...
+    assert dropped == [KeyboardInterrupt]  # (nothing dropped this time)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # ... and Python's handler is back

@@ -46,7 +46,7 @@ from ._gguf import GGUFInfo, read_gguf_info
 from ._head import FILE_NAME as HEAD_FILE
 from ._head import MultiVectorHead, read_head
 from ._images import ImageInput, load_image, prepare_image
-from ._native import LlamaContext, LlamaModel, MtmdContext, PromptChunk
+from ._native import LlamaContext, LlamaModel, MtmdContext, PromptChunk, holding_interrupts
 from ._profiles import ImageBounds, ModelProfile, profile_for
 from ._resolve import resolve_model
 
@@ -340,11 +340,13 @@ class Embedder(Closing):
 
     @contextlib.contextmanager
     def _native(self) -> Iterator[None]:
-        """The native handles, one thread at a time, never after they were freed."""
+        """The native handles, one thread at a time, never after they were freed; a Ctrl-C meanwhile is
+        raised when the native calls return (see :func:`holding_interrupts`)."""
         with self._handles.lock:
             if self._handles.closed:
                 raise ModelError(f"the model {self.files.language_model.name} was closed")
-            yield
+            with holding_interrupts():
+                yield
 
     def __del__(self) -> None:
         # at interpreter shutdown the native library may already be gone

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +21,15 @@ import numpy.typing as npt
 
 from .._errors import BackendError
 
-__all__ = ["LlamaContext", "LlamaModel", "MtmdContext", "PromptChunk", "backend", "quantize"]
+__all__ = [
+    "LlamaContext",
+    "LlamaModel",
+    "MtmdContext",
+    "PromptChunk",
+    "backend",
+    "holding_interrupts",
+    "quantize",
+]
 
 log = logging.getLogger("docvec.llama")
 
@@ -64,6 +73,32 @@ def _on_native_log(level: int, text: bytes, _user: object) -> None:
     msg = text.decode("utf-8", "replace").rstrip()
     if msg:
         log.log(_LEVELS.get(level, logging.DEBUG), "%s", msg)
+
+
+@contextmanager
+def holding_interrupts() -> Iterator[None]:
+    """Around native calls: a Ctrl-C that arrives meanwhile is held, and raised (KeyboardInterrupt) once
+    they return.
+
+    Python raises KeyboardInterrupt at the next bytecode it runs, which during a native call is the log
+    callback's (:func:`_on_native_log`); ctypes reports an exception raised in a callback and drops it,
+    so the interrupt was lost and an ingest went on to its end. Only the main thread, and only while Ctrl-C
+    has Python's own handler (a server installs its own, which raises nothing), is changed.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if held:
+        raise KeyboardInterrupt
 
 
 class LlamaModel:
