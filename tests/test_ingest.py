@@ -236,7 +236,14 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **env},
+        # Ctrl-C as at a terminal: a test run started in the background (`make test &`) passes its children
+        # SIGINT ignored, and Python then installs no KeyboardInterrupt for it
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _env(settings: Settings, data: Path) -> dict[str, str]:
