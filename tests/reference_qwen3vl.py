@@ -1,4 +1,5 @@
-"""The PyTorch reference for Qwen3-VL-Embedding: the oracle for the second family's parity tests.
+"""The PyTorch references for Qwen3-VL-Embedding and Qwen3-VL-Reranker: the oracles for the second family's
+parity tests.
 
 :class:`Qwen3VLReference` runs a Hugging Face Qwen3-VL checkpoint folder with transformers and embeds as
 the official code does (github QwenLM/Qwen3-VL-Embedding, ``src/models/qwen3_vl_embedding.py``,
@@ -18,6 +19,12 @@ Apache-2.0), transcribed here and sharing no code with docvec's profile, image p
 - positions: the model's own ``get_rope_index`` (called by its forward);
 - pooling: ``_pooling_last``, the last token's state, then ``F.normalize``; Matryoshka truncation before
   the normalisation.
+
+:class:`Qwen3VLRerankerReference` scores (text query, page image) pairs as the official reranker does
+(same repository, ``src/models/qwen3_vl_reranker.py`` and ``examples/reranker_template.jinja``), on the
+same model, resize and positions: one conversation per pair, the last position's hidden state of
+``Qwen3VLModel`` dotted with the difference of ``lm_head``'s "yes" and "no" rows, then a sigmoid (its
+docstring has the details).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import math
 import time
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +42,26 @@ from PIL import Image
 
 from docvec import InputError, ModelError, ModelNotFoundError
 
-__all__ = ["DEFAULT_INSTRUCTION", "QUERY_INSTRUCTION", "Qwen3VLReference", "chat_prompt"]
+__all__ = [
+    "DEFAULT_INSTRUCTION",
+    "QUERY_INSTRUCTION",
+    "RERANK_INSTRUCTION",
+    "RERANK_SYSTEM",
+    "Qwen3VLReference",
+    "Qwen3VLRerankerReference",
+    "chat_prompt",
+]
 
 DEFAULT_INSTRUCTION = "Represent the user's input."
 #: the instruction the model card's and the repository's retrieval examples give queries
 QUERY_INSTRUCTION = "Retrieve images or text relevant to the user's query."
+#: the reranker's fixed system message (``format_mm_instruction``)
+RERANK_SYSTEM = (
+    "Judge whether the Document meets the requirements based on the Query and the Instruct provided. "
+    'Note that the answer can only be "yes" or "no".'
+)
+#: the reranker's ``default_instruction``
+RERANK_INSTRUCTION = "Given a search query, retrieve relevant candidates that answer the query."
 # the official code's bounds (IMAGE_FACTOR = 32; MIN_PIXELS = 4 * 32 * 32, MAX_PIXELS = 1800 * 32 * 32)
 _FACTOR = 32
 MIN_PIXELS = 4 * _FACTOR * _FACTOR
@@ -79,8 +101,9 @@ def smart_resize(height: int, width: int, min_pixels: int, max_pixels: int) -> t
     return h_bar, w_bar
 
 
-class Qwen3VLReference:
-    """Qwen3-VL-Embedding's vectors computed with transformers on a Qwen3-VL checkpoint folder.
+class _Qwen3VLBase:
+    """What both references share: the checkpoint loaded once, the tokenizer, qwen_vl_utils' image resize
+    and the processor's patches, and an image prompt's model inputs.
 
     ``dtype`` is the torch dtype the weights are loaded in; ``threads`` sets torch's intra-op thread count
     (a process-wide setting); ``min_pixels`` / ``max_pixels`` bound the resized image area (by default the
@@ -106,9 +129,11 @@ class Qwen3VLReference:
             torch.set_num_threads(threads)
         started = time.perf_counter()
         try:
-            model, info = Qwen3VLForConditionalGeneration.from_pretrained(
+            # (model, loading info): typed Any, the stubs type the call as returning the model alone
+            loaded: Any = Qwen3VLForConditionalGeneration.from_pretrained(
                 hf_dir, dtype=dtype, output_loading_info=True
             )
+            model, info = loaded
             self._tokenizer: Any = AutoTokenizer.from_pretrained(hf_dir)
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot load the Qwen3-VL checkpoint in {hf_dir}: {exc}") from exc
@@ -133,17 +158,18 @@ class Qwen3VLReference:
             do_resize=False,
         )
         self._image_token_id = int(config.image_token_id)
+        self._loaded(model, hf_dir)
         self.load_seconds = time.perf_counter() - started
+
+    def _loaded(self, model: Any, hf_dir: Path) -> None:
+        """What a subclass keeps of the whole ``Qwen3VLForConditionalGeneration`` (the embedding keeps
+        only its ``model``)."""
 
     # ------------------------------------------------------------------------------------------ tokens
 
     def token_ids(self, prompt: str) -> list[int]:
         """The token ids of a whole prompt (no BOS: Qwen's tokenizer adds none)."""
         return [int(i) for i in self._tokenizer.encode(prompt, add_special_tokens=False)]
-
-    def text_prompt(self, text: str, instruction: str | None = None) -> str:
-        """The prompt of a text input with ``instruction`` (None: the default one)."""
-        return chat_prompt(instruction, text)
 
     def resize(self, image: Image.Image) -> Image.Image:
         """``fetch_image``: the RGB image resized by ``smart_resize`` (PIL bicubic)."""
@@ -167,6 +193,47 @@ class Qwen3VLReference:
         batch = self._processor(images=[resized], return_tensors="pt")
         return batch["pixel_values"], batch["image_grid_thw"], resized.size
 
+    def _image_inputs(
+        self, image: Image.Image, prompt: Callable[[int], str]
+    ) -> tuple[dict[str, torch.Tensor], list[int], tuple[int, int]]:
+        """The forward's keyword arguments for one image and the prompt ``prompt(n_image_tokens)`` (its
+        image already expanded to one ``<|image_pad|>`` per token), the prompt's ids and the (width,
+        height) the image was resized to."""
+        pixel_values, grid, size = self.pixels(image)
+        n_tokens = int(grid[0].prod()) // (self._merge * self._merge)
+        ids = self.token_ids(prompt(n_tokens))
+        if ids.count(self._image_token_id) != n_tokens:
+            raise ModelError("the tokenizer does not keep <|image_pad|> as one token")
+        input_ids = torch.tensor([ids])
+        inputs = {
+            "input_ids": input_ids,
+            "attention_mask": torch.ones(1, len(ids)),
+            "pixel_values": pixel_values,
+            "image_grid_thw": grid,
+            # what the processor returns beside input_ids: 1 marks an image token (for M-RoPE)
+            "mm_token_type_ids": (input_ids == self._image_token_id).to(torch.int),
+        }
+        return inputs, ids, size
+
+
+def _expanded_image(n_tokens: int) -> str:
+    return _IMAGE.replace("<|image_pad|>", "<|image_pad|>" * n_tokens)
+
+
+class Qwen3VLReference(_Qwen3VLBase):
+    """Qwen3-VL-Embedding's vectors computed with transformers on a Qwen3-VL checkpoint folder.
+
+    ``dtype`` is the torch dtype the weights are loaded in; ``threads`` sets torch's intra-op thread count
+    (a process-wide setting); ``min_pixels`` / ``max_pixels`` bound the resized image area (by default the
+    official code's: 4 to 1,800 tokens of 32x32 pixels).
+    """
+
+    # ------------------------------------------------------------------------------------------ tokens
+
+    def text_prompt(self, text: str, instruction: str | None = None) -> str:
+        """The prompt of a text input with ``instruction`` (None: the default one)."""
+        return chat_prompt(instruction, text)
+
     # ------------------------------------------------------------------------------------------ states
 
     def text_states(self, text: str, instruction: str | None = None) -> tuple[np.ndarray, list[int]]:
@@ -181,22 +248,9 @@ class Qwen3VLReference:
     ) -> tuple[np.ndarray, list[int], tuple[int, int]]:
         """Last hidden states of an image input's whole prompt, its ids (``<|image_pad|>`` once per image
         token) and the (width, height) the image was resized to."""
-        pixel_values, grid, size = self.pixels(image)
-        n_tokens = int(grid[0].prod()) // (self._merge * self._merge)
-        prompt = chat_prompt(instruction, _IMAGE.replace("<|image_pad|>", "<|image_pad|>" * n_tokens))
-        ids = self.token_ids(prompt)
-        if ids.count(self._image_token_id) != n_tokens:
-            raise ModelError("the tokenizer does not keep <|image_pad|> as one token")
-        input_ids = torch.tensor([ids])
+        inputs, ids, size = self._image_inputs(image, lambda n: chat_prompt(instruction, _expanded_image(n)))
         with torch.inference_mode():
-            out = self._model(
-                input_ids=input_ids,
-                attention_mask=torch.ones(1, len(ids)),
-                pixel_values=pixel_values,
-                image_grid_thw=grid,
-                # what the processor returns beside input_ids: 1 marks an image token (for M-RoPE)
-                mm_token_type_ids=(input_ids == self._image_token_id).to(torch.int),
-            )
+            out = self._model(**inputs)
         return _to_numpy(out.last_hidden_state[0]), ids, size
 
     # ------------------------------------------------------------------------------------------ embeddings
@@ -212,6 +266,120 @@ class Qwen3VLReference:
     def embed_images(self, images: Sequence[Image.Image], dim: int | None = None) -> np.ndarray:
         """Image vectors (the default instruction, last token): (n, dim or hidden), unit norm."""
         return _normalise(np.stack([self.image_states(img)[0][-1] for img in images]), dim)
+
+
+class Qwen3VLRerankerReference(_Qwen3VLBase):
+    """Qwen3-VL-Reranker's scores of (text query, document image) pairs, computed with transformers on a
+    Qwen3-VL checkpoint folder as the official ``Qwen3VLReranker`` does:
+
+    - the model: ``Qwen3VLForConditionalGeneration`` loaded once; the scores run its ``model``
+      (``Qwen3VLModel``, no head), :meth:`logit_score` the whole of it;
+    - prompts (``format_mm_instruction``): one conversation per pair, a system message
+      (:data:`RERANK_SYSTEM`) and a user turn whose content items are the texts ``"<Instruct>: " +
+      instruction`` (the caller's, else the reranker's default, :data:`RERANK_INSTRUCTION`), ``"<Query>:"``
+      and the query, then ``"\\n<Document>:"`` and the document image (``format_mm_content`` puts a side's
+      images before its texts), rendered by the Qwen3-VL chat template with ``add_generation_prompt=True``
+      (as ``examples/reranker_template.jinja`` spells it): ``<|im_start|>system\\n{system}<|im_end|>\\n
+      <|im_start|>user\\n<Instruct>: {instruction}<Query>:{query}\\n<Document>:<|vision_start|>
+      {<|image_pad|> x n}<|vision_end|><|im_end|>\\n<|im_start|>assistant\\n``; no instruction punctuation
+      rule here, unlike the embedding's; the official truncation to 10,240 tokens (special tokens kept) is
+      not transcribed: the prompts here are shorter;
+    - images: as the embedding's (``fetch_image`` with this object's ``min_pixels`` / ``max_pixels``, then
+      the processor with ``do_resize=False``); positions: the model's ``get_rope_index``;
+    - the score (``compute_scores``): ``sigmoid(w . h)``, ``h`` the last position's ``last_hidden_state``
+      (after the final norm), ``w = lm_head.weight[yes] - lm_head.weight[no]`` with ``yes`` / ``no`` the
+      ids of ``tokenizer.get_vocab()["yes"]`` and ``["no"]``.
+
+    Precision: the official code computes ``w`` from the weights as loaded and then runs the linear in the
+    model's dtype (bf16 when loaded so, a bf16 score); here ``w`` is the float32 difference of the loaded
+    rows cast to float32 (correctly rounded, so exact whenever the two weights are within a factor 2**15
+    of each other, which bf16 weights of one row pair nearly always are) and the dot product is float32,
+    ``h`` cast to float32 first. With ``dtype=torch.float32`` that is the official computation.
+
+    ``instruction`` replaces the default instruction for every pair (an empty one falls back to it, as
+    ``instruct or self.default_instruction`` does); the other arguments are :class:`Qwen3VLReference`'s.
+    """
+
+    def __init__(
+        self,
+        hf_dir: Path,
+        *,
+        dtype: torch.dtype = torch.float32,
+        threads: int | None = None,
+        min_pixels: int = MIN_PIXELS,
+        max_pixels: int = MAX_PIXELS,
+        instruction: str | None = None,
+    ) -> None:
+        self.instruction = instruction or RERANK_INSTRUCTION
+        super().__init__(hf_dir, dtype=dtype, threads=threads, min_pixels=min_pixels, max_pixels=max_pixels)
+
+    def _loaded(self, model: Any, hf_dir: Path) -> None:
+        self._lm: Any = model  # Qwen3VLForConditionalGeneration: logit_score runs it whole
+        vocab = self._tokenizer.get_vocab()
+        if "yes" not in vocab or "no" not in vocab:
+            raise ModelError(f"{hf_dir}: the vocabulary has no single token 'yes' or 'no'")
+        self.yes_id, self.no_id = int(vocab["yes"]), int(vocab["no"])
+        head = model.lm_head.weight.detach()
+        self._diff: torch.Tensor = head[self.yes_id].to(torch.float32) - head[self.no_id].to(torch.float32)
+
+    @property
+    def diff_vector(self) -> np.ndarray:
+        """``lm_head.weight[yes] - lm_head.weight[no]``, (hidden,) float32."""
+        return self._diff.cpu().numpy().copy()
+
+    # ------------------------------------------------------------------------------------------ tokens
+
+    def prompt(self, query: str, n_image_tokens: int, instruction: str | None = None) -> str:
+        """The whole prompt of a (query, image of ``n_image_tokens`` tokens) pair with ``instruction``
+        (None or empty: the reranker's)."""
+        instruct = instruction or self.instruction
+        return (
+            f"<|im_start|>system\n{RERANK_SYSTEM}<|im_end|>\n<|im_start|>user\n"
+            f"<Instruct>: {instruct}<Query>:{query}\n<Document>:{_expanded_image(n_image_tokens)}<|im_end|>\n"
+            "<|im_start|>assistant\n"
+        )
+
+    # ------------------------------------------------------------------------------------------ scores
+
+    def _inputs(
+        self, query: str, image: Image.Image, instruction: str | None
+    ) -> tuple[dict[str, torch.Tensor], list[int], tuple[int, int]]:
+        return self._image_inputs(image, lambda n: self.prompt(query, n, instruction))
+
+    def _last(
+        self, query: str, image: Image.Image, instruction: str | None
+    ) -> tuple[torch.Tensor, list[int], tuple[int, int]]:
+        inputs, ids, size = self._inputs(query, image, instruction)
+        with torch.inference_mode():
+            out = self._model(**inputs)
+        return out.last_hidden_state[0, -1].detach().to(torch.float32).cpu(), ids, size
+
+    def last_state(
+        self, query: str, image: Image.Image, instruction: str | None = None
+    ) -> tuple[np.ndarray, list[int], tuple[int, int]]:
+        """The pair's last hidden state, (hidden,) float32, its prompt's ids (``<|image_pad|>`` once per
+        image token) and the (width, height) the image was resized to."""
+        h, ids, size = self._last(query, image, instruction)
+        return h.numpy(), ids, size
+
+    def score(self, query: str, images: Sequence[Image.Image], instruction: str | None = None) -> np.ndarray:
+        """The query's score against each image, one pair at a time: (n,) float32 in (0, 1)."""
+        scores = [torch.sigmoid(self._last(query, img, instruction)[0] @ self._diff) for img in images]
+        return torch.stack(scores).numpy().astype(np.float32) if scores else np.zeros(0, np.float32)
+
+    def logit_score(self, query: str, image: Image.Image, instruction: str | None = None) -> float:
+        """The same score the slow way: the whole model's last-position logits (``lm_head`` on the same
+        state, every vocabulary entry), ``sigmoid(logits[yes] - logits[no])`` in float32. The logits are in
+        the model's dtype, so with bf16 weights they are rounded before the difference."""
+        return float(torch.sigmoid(torch.tensor(self.logit_margin(query, image, instruction))))
+
+    def logit_margin(self, query: str, image: Image.Image, instruction: str | None = None) -> float:
+        """:meth:`logit_score` before the sigmoid: ``logits[yes] - logits[no]`` in float32, to compare with
+        ``last_state(...)[0] @ diff_vector`` where the sigmoid saturates (as on random weights)."""
+        inputs, _, _ = self._inputs(query, image, instruction)
+        with torch.inference_mode():
+            logits = self._lm(**inputs, logits_to_keep=1).logits[0, -1].to(torch.float32)
+        return float(logits[self.yes_id] - logits[self.no_id])
 
 
 def _normalise(pooled: np.ndarray, dim: int | None) -> np.ndarray:

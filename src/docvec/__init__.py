@@ -8,7 +8,8 @@
 :class:`Index` is the front door: it indexes files and folders, answers queries with the best pages, lists
 and deletes documents, rebuilds its collection with other settings (``reindex``). :func:`connect` opens it
 as the command line and the flows do: the running server's, when ``docvec serve`` holds the store.
-:class:`Embedder` gives the vectors themselves. Every error docvec raises is a :class:`DocvecError` (the
+:class:`Embedder` gives the vectors themselves, :class:`Reranker` a reranker's scores of (query, page image)
+pairs. Every error docvec raises is a :class:`DocvecError` (the
 tree: ``docvec._errors``).
 """
 
@@ -47,7 +48,7 @@ from ._errors import (
     UnsupportedError,
 )
 from ._index import Index
-from ._model import Embedder, ModelFiles
+from ._model import Embedder, ModelFiles, Reranker
 from ._model._embedder import ImageStates, TokenStates
 from ._model._gguf import GGUFInfo
 from ._pipeline._ingest import IngestProgress
@@ -119,6 +120,7 @@ __all__ = [
     "RenderSettings",
     "RendererStartError",
     "RendererStateError",
+    "Reranker",
     "SearchFilter",
     "Settings",
     "Snippet",

@@ -241,6 +241,32 @@ class Settings(BaseSettings):
     prefetch: int = Field(
         100, ge=1, le=10_000, description="Hybrid search: pages the dense vector finds for MaxSim to rerank."
     )
+    rerank: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description=(
+            "Searches' second stage by default: the reranker (rerank_model) reads the first stage's best "
+            "this many pages together with the query and orders them again (k of them are returned; a "
+            "search's own rerank overrides it); 0, the default: no second stage. Seconds a page on a CPU "
+            "(docs/rerank.md)."
+        ),
+    )
+    rerank_model: str | None = Field(
+        None,
+        description=(
+            "The reranker: a model folder, a 'LM.gguf,MMPROJ.gguf' pair or a registry name "
+            "(qwen3-vl-reranker-2b, -8b: `docvec models pull`); unset: searches cannot rerank."
+        ),
+    )
+    rerank_max_pixels: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "The reranker's page budget, in pixels: a stored page is resized within it (never enlarged); "
+            "default: the model's (Qwen3-VL-Reranker: 1,048,576, 1,024 image tokens of 32x32 px)."
+        ),
+    )
     store_reserve_mb: int = Field(
         200,
         ge=0,
@@ -277,6 +303,12 @@ class Settings(BaseSettings):
     )
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
+
+    @model_validator(mode="after")
+    def _reranker_named(self) -> Settings:
+        if self.rerank and not self.rerank_model:
+            raise ValueError("rerank is set but rerank_model is not: name the reranker (DOCVEC_RERANK_MODEL)")
+        return self
 
     @field_validator("text_stemmer")
     @classmethod

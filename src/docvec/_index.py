@@ -32,8 +32,8 @@ from ._errors import (
 )
 from ._fileio import MB
 from ._live import RESOLVE_EVERY, LiveVersion, new_renderer, target_text
-from ._model import Embedder
-from ._pipeline import _documents, _gc, _search
+from ._model import Embedder, Reranker
+from ._pipeline import _documents, _gc, _rerank, _search
 from ._pipeline._ingest import PageFn, ProgressFn
 from ._pipeline._parts import Parts
 from ._pipeline._reindex import Reindexer
@@ -53,6 +53,7 @@ from ._records import (
     Upload,
     VersionInfo,
     check_prefetch,
+    check_rerank,
     display_name,
     parse_tags,
 )
@@ -99,6 +100,8 @@ class Index(Closing):
             create=create,
         )
         self._live = LiveVersion(settings, self._store, self.pages, embedder=embedder)
+        self._reranker: Reranker | None = None  # loaded on the first search that reranks
+        self._reranker_lock = threading.Lock()
         self._write_lock = threading.RLock()  # writers take turns; a reindex holds it for its last pass
         self._reindex_lock = threading.Lock()
 
@@ -141,6 +144,29 @@ class Index(Closing):
         nothing."""
         with self._write_lock:
             self._live.ingest_stage()
+        if self.settings.rerank_model:
+            self.reranker()
+
+    def reranker(self) -> Reranker:
+        """The reranker (``settings.rerank_model``), loaded once, on first use, with the embedder's threads
+        and GPU settings; :class:`~docvec.ConflictError` when the settings name none."""
+        with self._reranker_lock:
+            if self._reranker is None:
+                model = self.settings.rerank_model
+                if not model:
+                    raise ConflictError(
+                        "this index has no reranker: set DOCVEC_RERANK_MODEL (e.g. qwen3-vl-reranker-2b, "
+                        "after `docvec models pull qwen3-vl-reranker-2b`) to rerank searches"
+                    )
+                log.info("loading the reranker %s", model)
+                self._reranker = Reranker.open(
+                    model,
+                    self.settings.embed,
+                    max_pixels=self.settings.rerank_max_pixels,
+                    cache_dir=self.settings.cache_dir,
+                    decode_budget=self.settings.render.max_memory_mb * MB,
+                )
+            return self._reranker
 
     # -- verbs ---------------------------------------------------------------------------------------
 
@@ -230,6 +256,7 @@ class Index(Closing):
         mode: SearchMode | Literal["auto"] | None = None,
         prefetch: int | None = None,
         with_text: bool = False,
+        rerank: int | None = None,
     ) -> list[Hit]:
         """The ``k`` pages (1..100) that best match ``query``, best first, among those ``filter`` admits.
 
@@ -239,6 +266,10 @@ class Index(Closing):
         (:meth:`search_mode` says which). On a collection with text every hit carries a snippet of its
         page's text around the query's terms, and with ``with_text`` the page's whole text (for a RAG
         caller: one round trip).
+        ``rerank`` (default: ``settings.rerank``; 0: off) adds a second stage: the first stage finds the
+        best ``rerank`` pages (at least ``k``), the reranker (``settings.rerank_model``) reads each with the
+        query, and the ``k`` it scores highest come back in its order, each with its ``rerank_score``
+        beside the first stage's ``score``; without a reranker named, :class:`~docvec.ConflictError`.
         The query and ``k`` are checked before the model is loaded. Searching a collection nothing was
         indexed into raises :class:`~docvec.CollectionNotFoundError` saying so, and one whose vectors
         another model (or vector size) made :class:`~docvec.CollectionMismatchError`. A search under way
@@ -247,6 +278,8 @@ class Index(Closing):
         _search.check_search(query, k)
         if prefetch is not None:
             check_prefetch(prefetch)
+        depth = check_rerank(self.settings.rerank if rerank is None else rerank, k)
+        reranker = self.reranker() if depth else None  # no reranker named: refused before any work
         for attempt in range(2):
             version = self._live.version(refresh=attempt > 0)
             if version is None:
@@ -258,12 +291,12 @@ class Index(Closing):
             # a keyword search needs no model: it answers before one is loaded
             embedder = None if chosen == "text" else self._live.for_search(version)
             try:
-                return _search.search(
+                hits = _search.search(
                     embedder,
                     self._store,
                     version,
                     query,
-                    k=k,
+                    k=depth or k,
                     flt=filter,
                     mode=chosen,
                     prefetch=prefetch or self.settings.prefetch,
@@ -271,6 +304,7 @@ class Index(Closing):
                     weight=self.settings.text_weight,
                     with_text=with_text,
                 )
+                return _rerank.rerank(reranker, self.pages, query, hits, k) if reranker else hits
             except (CollectionNotFoundError, ModelError):
                 # the version was dropped, or the model replaced, between the lookup and the search: once
                 # more with what is live now
@@ -464,9 +498,12 @@ class Index(Closing):
     # -- lifetime ------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the render workers, free the model (unless it was passed in) and close the store."""
+        """Stop the render workers, free the model (unless it was passed in) and the reranker, and close the
+        store."""
         try:
             self._live.close()
+            if self._reranker is not None:
+                self._reranker.close()
         finally:
             self._store.close()
 

@@ -110,8 +110,9 @@ def models_tiny(
         typer.Option(
             # the registry's list, so that the help and the code agree
             metavar="|".join(TINY_ARCHES),
-            help="The architecture: qwen2.5-vl (jina-embeddings-v4's, with its multi-vector head) or "
-            "qwen3-vl (Qwen3-VL-Embedding's, deepstack included).",
+            help="The architecture: qwen2.5-vl (jina-embeddings-v4's, with its multi-vector head), "
+            "qwen3-vl (Qwen3-VL-Embedding's, deepstack included) or qwen3-vl-reranker (Qwen3-VL-Reranker's: "
+            "the same, converted as a reranker).",
         ),
     ] = TINY_ARCH,
     seed: Annotated[int, typer.Option(help="Random seed of the weights.")] = 0,
@@ -181,8 +182,9 @@ def models_pull(
     name: Annotated[
         str,
         typer.Argument(
-            help="Registry name: jina-v4, qwen3-vl-embedding-2b, qwen3-vl-embedding-8b, or tiny (the offline "
-            "test model); `docvec models list` shows them."
+            help="Registry name: jina-v4, qwen3-vl-embedding-2b, qwen3-vl-embedding-8b, the rerankers "
+            "qwen3-vl-reranker-2b and qwen3-vl-reranker-8b, or tiny (the offline test model); `docvec models "
+            "list` shows them."
         ),
     ],
     quant: Annotated[
@@ -238,13 +240,12 @@ def models_pull(
     out.print(f"language    {files.language_model}\nmmproj      {files.mmproj}")
     if files.head is not None:
         out.print(f"head        {files.head}")
-    if quant is None and mmproj is None:
-        out.print(f"use it with: DOCVEC_MODEL={name} (or --model {name})", highlight=False)
-    else:  # not what the name opens: the model folder pull made for it
-        folder = files.language_model.parent
-        out.print(
-            f"use it with: DOCVEC_MODEL={folder} (or --model {folder})", highlight=False, soft_wrap=True
-        )
+    from .._model._registry import get_model
+
+    variable = "DOCVEC_RERANK_MODEL" if get_model(name).kind == "reranker" else "DOCVEC_MODEL"
+    # a quantization other than the default is not what the name opens: the model folder pull made for it
+    where = name if quant is None and mmproj is None else str(files.language_model.parent)
+    out.print(f"use it with: {variable}={where} (or --model {where})", highlight=False, soft_wrap=True)
 
 
 @models_app.command("list")
@@ -252,10 +253,11 @@ def models_list() -> None:
     """List the models docvec knows by name: licence, vector sizes, page budget, published scores (with
     their source) and whether each is here (downloaded, or built)."""
     from .._model import _registry as registry
-    from .._model._profiles import PROFILES
+    from .._model._profiles import PROFILES, RERANKER_PROFILES, ModelProfile
 
     s = settings()
     profiles = {p.name: p for p in PROFILES}
+    rerankers = {p.name: p for p in RERANKER_PROFILES}
     table = Table(
         "name", "licence", "vector sizes", "page budget", "published scores", "quantizations", "here"
     )
@@ -264,13 +266,13 @@ def models_list() -> None:
     sources: dict[str, None] = {}
     for n in registry.registry_names():
         m = registry.get_model(n)
-        p = profiles[m.profile]
+        p = profiles.get(m.profile) or rerankers[m.profile]
         scores = [x for x in p.published if x.size in (None, m.size)]
         sources.update(dict.fromkeys(x.source for x in scores))
         table.add_row(
             n,
             m.licence_id,
-            ", ".join(map(str, reversed(p.dims(m.width)))),
+            ", ".join(map(str, reversed(p.dims(m.width)))) if isinstance(p, ModelProfile) else "(a reranker)",
             f"{p.page_pixels // p.image_unit**2} tokens (max {p.max_pixels // p.image_unit**2})",
             "\n".join(f"{x.benchmark} {x.score:g}" for x in scores),
             ", ".join(m.quants),

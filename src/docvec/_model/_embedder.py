@@ -113,6 +113,11 @@ class Embedder(Closing):
         self.decode_budget = decode_budget
         lm_info, mm_info = headers or inspect_pair(files)
         self.files = files
+        if lm_info.is_reranker:
+            raise ModelMismatchError(
+                f"{files.language_model} is a reranker, not an embedding model: it scores (query, page) "
+                "pairs and gives no vectors. Use it as the reranker (DOCVEC_RERANK_MODEL, `docvec rerank`)"
+            )
         self.profile: ModelProfile = profile_for(lm_info.architecture, mm_info.projector)
         self._check_geometry(mm_info)
         # before the weights: a bad head fails the open in milliseconds

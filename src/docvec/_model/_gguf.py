@@ -16,6 +16,7 @@ from .._errors import ModelFileError
 __all__ = ["GGUFInfo", "read_gguf_info"]
 
 _GGUF_MAGIC = b"GGUF"
+_RANK_POOLING = 4  # llama.cpp's LLAMA_POOLING_TYPE_RANK
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,12 @@ class GGUFInfo:
     @property
     def projector(self) -> str:
         return str(self.metadata.get("clip.projector_type", ""))
+
+    @property
+    def is_reranker(self) -> bool:
+        """Whether this is a reranker's language model: rank pooling, as llama.cpp's converter records for
+        a reranker checkpoint (with the head's answer rows as a classifier, ``cls.output.weight``)."""
+        return self.metadata.get(f"{self.architecture}.pooling_type") == _RANK_POOLING
 
     @property
     def embedding_length(self) -> int | None:

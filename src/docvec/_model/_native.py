@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,7 @@ __all__ = [
     "LlamaContext",
     "LlamaModel",
     "MtmdContext",
+    "Outputs",
     "PromptChunk",
     "backend",
     "holding_interrupts",
@@ -149,6 +150,14 @@ class LlamaModel:
 # ggml_type values of the KV cache types docvec offers
 _KV_TYPES = {"f16": 1, "f32": 0}
 
+#: which decoded tokens' hidden states a decode returns: every one, the last one, or none
+Outputs = Literal["all", "last", "none"]
+
+
+def _part(outputs: Outputs, last: bool) -> Outputs:
+    """What one sub-batch of a decode returns: "last" means the last sub-batch's last token."""
+    return outputs if outputs == "all" or last else "none"
+
 
 class LlamaContext:
     """An embeddings context with no pooling: every decoded token yields its last hidden state.
@@ -199,19 +208,32 @@ class LlamaContext:
         """Forget every decoded token (the KV cache), ready for the next sequence."""
         self._ll.llama_memory_clear(self._ll.llama_get_memory(self.handle), True)
 
-    def decode_tokens(self, tokens: npt.NDArray[np.int32], pos0: int) -> npt.NDArray[np.float32]:
-        """Decode ``tokens`` at positions pos0, pos0+1, ...; returns their hidden states (n, n_embd)."""
+    def keep(self, n_pos: int) -> None:
+        """Forget the decoded tokens at positions ``n_pos`` and after, keeping the ones before: the next
+        decode continues a shared prefix (an image token's positions all lie at or after its chunk's
+        start, so a whole chunk goes)."""
+        mem = self._ll.llama_get_memory(self.handle)
+        if not self._ll.llama_memory_seq_rm(mem, 0, n_pos, -1):
+            raise BackendError(f"llama_memory_seq_rm could not cut the KV cache at position {n_pos}")
+
+    def decode_tokens(
+        self, tokens: npt.NDArray[np.int32], pos0: int, *, outputs: Outputs = "all"
+    ) -> npt.NDArray[np.float32]:
+        """Decode ``tokens`` at positions pos0, pos0+1, ...; returns the hidden states ``outputs`` asks for:
+        every token's (n, n_embd), the last one's (1, n_embd) or none (0, n_embd)."""
         out = []
         for s in range(0, len(tokens), self.n_batch):
             part = np.ascontiguousarray(tokens[s : s + self.n_batch], dtype=np.int32)
             pos = np.arange(pos0 + s, pos0 + s + len(part), dtype=np.int32)
-            out.append(self._decode(len(part), pos, tokens=part))
+            last = s + self.n_batch >= len(tokens)
+            out.append(self._decode(len(part), pos, tokens=part, outputs=_part(outputs, last)))
         return np.concatenate(out) if out else np.zeros((0, self.n_embd), np.float32)
 
     def decode_embeddings(
-        self, embd: npt.NDArray[np.float32], pos: npt.NDArray[np.int32]
+        self, embd: npt.NDArray[np.float32], pos: npt.NDArray[np.int32], *, outputs: Outputs = "all"
     ) -> npt.NDArray[np.float32]:
-        """Decode input embeddings (n, n_embd_inp) with positions (n_pos_per_token, n); in sub-batches.
+        """Decode input embeddings (n, n_embd_inp) with positions (n_pos_per_token, n); in sub-batches;
+        returns the hidden states ``outputs`` asks for, as :meth:`decode_tokens` does.
 
         Sub-batches give the same states as one batch (KV cache plus causal mask) and bound the memory the
         context needs for outputs (hidden states only with our patch 0002; a full vocabulary of logits per
@@ -222,7 +244,8 @@ class LlamaContext:
         for s in range(0, n, self.n_batch):
             e = np.ascontiguousarray(embd[s : s + self.n_batch], dtype=np.float32)
             p = np.ascontiguousarray(pos[:, s : s + self.n_batch], dtype=np.int32).reshape(-1)
-            out.append(self._decode(e.shape[0], p, embd=e))
+            last = s + self.n_batch >= n
+            out.append(self._decode(e.shape[0], p, embd=e, outputs=_part(outputs, last)))
         return np.concatenate(out) if out else np.zeros((0, self.n_embd), np.float32)
 
     @contextmanager
@@ -244,13 +267,17 @@ class LlamaContext:
         *,
         tokens: npt.NDArray[np.int32] | None = None,
         embd: npt.NDArray[np.float32] | None = None,
+        outputs: Outputs = "all",
     ) -> npt.NDArray[np.float32]:
         ll = self._ll
         # Built by hand rather than with llama_batch_init, which allocates one position per token where an
         # M-RoPE embedding batch needs four.
         n_seq = np.ones(n, dtype=np.int32)
         seq_ptr = (ctypes.POINTER(ctypes.c_int32) * n)(*([ctypes.pointer(self._seq0)] * n))
-        logits = np.ones(n, dtype=np.int8)
+        # the tokens whose states come back; llama.cpp's graphs drop the others before the last layer
+        logits = np.full(n, outputs == "all", dtype=np.int8)
+        if outputs == "last":
+            logits[-1] = 1
         batch = ll.llama_batch()
         batch.n_tokens = n
         batch.token = tokens.ctypes.data_as(ctypes.POINTER(ll.llama_token)) if tokens is not None else None
@@ -262,10 +289,13 @@ class LlamaContext:
         rc = ll.llama_decode(self.handle, batch)
         if rc != 0:
             raise BackendError(f"llama_decode failed with code {rc} ({n} tokens)")
+        n_out = int(logits.sum())
+        if not n_out:
+            return np.zeros((0, self.n_embd), np.float32)
         ptr = ll.llama_get_embeddings(self.handle)
         if not ptr:
             raise BackendError("llama_get_embeddings returned no data")
-        return np.ctypeslib.as_array(ptr, shape=(n, self.n_embd)).copy()
+        return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_embd)).copy()
 
     def close(self) -> None:
         if self.handle:
@@ -324,8 +354,9 @@ class MtmdContext:
         self.marker = mt.mtmd_default_marker().decode()
         self.mrope = bool(mt.mtmd_decode_use_mrope(handle))
 
-    def tokenize(self, prompt: str, rgb: npt.NDArray[np.uint8]) -> list[PromptChunk]:
-        """Split ``prompt`` at the media marker, encode the image ``rgb`` (h, w, 3) and return the chunks.
+    def tokenize(self, prompt: str, rgb: npt.NDArray[np.uint8], *, pos0: int = 0) -> list[PromptChunk]:
+        """Split ``prompt`` at the media marker, encode the image ``rgb`` (h, w, 3) and return the chunks,
+        their positions counted from ``pos0`` (where the prompt continues a decoded prefix).
 
         The image must already have the size the model wants: mtmd's own resize pads rather than stretches
         and rounds halves differently from the reference, so docvec resizes in Python first.
@@ -349,7 +380,6 @@ class MtmdContext:
             if rc != 0:
                 raise BackendError(f"mtmd_tokenize failed with code {rc} for a {w}x{h} image")
             out: list[PromptChunk] = []
-            pos0 = 0
             for i in range(mt.mtmd_input_chunks_size(chunks)):
                 out.append(self._chunk(mt.mtmd_input_chunks_get(chunks, i), pos0))
                 pos0 += out[-1].n_pos

@@ -17,11 +17,15 @@ __all__ = [
     "JINA_V4",
     "PROFILES",
     "QWEN3_VL_EMBEDDING",
+    "QWEN3_VL_RERANKER",
+    "RERANKER_PROFILES",
     "ImageBounds",
     "ModelProfile",
     "Pooling",
     "Published",
+    "RerankerProfile",
     "profile_for",
+    "reranker_profile_for",
 ]
 
 
@@ -234,4 +238,112 @@ def profile_for(architecture: str, projector: str) -> ModelProfile:
         f"no embedding profile for a '{architecture}' language model with a '{projector}' vision encoder; "
         f"supported: "
         + "; ".join(f"{p.name} ({'/'.join(p.architectures)} + {'/'.join(p.projectors)})" for p in PROFILES)
+    )
+
+
+@dataclass(frozen=True)
+class RerankerProfile:
+    """How one reranker reads a (query, page image) pair and scores it: the conversation it is trained on,
+    the two answer tokens whose head rows give the score, image bounds and attention defaults. Each value
+    says where it comes from, next to it."""
+
+    name: str
+    architectures: tuple[str, ...]  # GGUF ``general.architecture`` values of its language model
+    projectors: tuple[str, ...]  # ``clip.projector_type`` values of its vision encoder
+    #: the conversation up to the page, and after it: ``{instruction}`` and ``{query}`` stand where they go
+    #: (the query is tokenized as plain text); the page image follows ``prefix``, ``suffix`` follows it
+    prefix: str
+    suffix: str
+    instruction: str  # the default instruction
+    #: the answer tokens: score = sigmoid((head[yes] - head[no]) . h), h the last position's last state
+    yes: str
+    no: str
+    image_unit: int
+    min_pixels: int
+    max_pixels: int
+    max_aspect: float
+    page_pixels: int  # the default page budget (``DOCVEC_RERANK_MAX_PIXELS`` sets another)
+    licence: str
+    flash_attention: bool
+    kv_cache: Literal["f16", "f32"]
+    published: tuple[Published, ...] = ()
+
+    def bounds(self, max_pixels: int | None) -> ImageBounds:
+        """The image bounds of a page budget of ``max_pixels`` (None: the profile's); a budget under the
+        model's smallest image or over its largest is a :class:`ConfigError`."""
+        high = max_pixels if max_pixels is not None else self.page_pixels
+        unit2 = self.image_unit**2
+        if not self.min_pixels <= high <= self.max_pixels:
+            raise ConfigError(
+                f"the reranker's page budget must lie between {self.min_pixels} and {self.max_pixels} pixels "
+                f"({self.name}: {self.min_pixels // unit2} to {self.max_pixels // unit2} image tokens of "
+                f"{self.image_unit}x{self.image_unit} px), not {high}"
+            )
+        return ImageBounds(self.min_pixels, high, self.image_unit, self.max_aspect)
+
+
+# Qwen3-VL-Reranker (Qwen, 2026-01; 2B and 8B). Every rule below is from its official code, github
+# QwenLM/Qwen3-VL-Embedding src/models/qwen3_vl_reranker.py (Apache-2.0), read at commit 7f13038:
+# format_mm_instruction builds a system message (the judging text below) and one user turn of the text
+# items '<Instruct>: ' + instruction, '<Query>:', the query, '\n<Document>:', then the document (its
+# images come before its texts: format_mm_content); tokenize renders it with the chat template and
+# add_generation_prompt=True (examples/reranker_template.jinja writes the same text out); compute_scores
+# takes model(...).last_hidden_state[:, -1] (Qwen3VLModel: after the final norm) through a bias-free
+# linear whose weight is lm_head[yes] - lm_head[no], then a sigmoid.
+_QWEN3_VL_JUDGE = (
+    "Judge whether the Document meets the requirements based on the Query and the Instruct provided. Note "
+    'that the answer can only be "yes" or "no".'
+)
+
+QWEN3_VL_RERANKER = RerankerProfile(
+    name="qwen3-vl-reranker",
+    architectures=("qwen3vl",),
+    projectors=("qwen3vl_merger",),
+    prefix=(
+        f"<|im_start|>system\n{_QWEN3_VL_JUDGE}<|im_end|>\n<|im_start|>user\n"
+        "<Instruct>: {instruction}<Query>:{query}\n<Document>:"
+    ),
+    # mtmd inserts <|vision_start|> and <|vision_end|> around the image, as the chat template does
+    suffix="<|im_end|>\n<|im_start|>assistant\n",
+    # Qwen3VLReranker's default_instruction
+    instruction="Given a search query, retrieve relevant candidates that answer the query.",
+    # get_binary_linear: tokenizer.get_vocab()["yes"] and ["no"], single tokens of the Qwen2 vocabulary
+    yes="yes",
+    no="no",
+    # the same image rule as the embedding model: IMAGE_FACTOR 32, MIN_PIXELS 4 and MAX_PIXELS 1800 tokens
+    image_unit=32,
+    min_pixels=4 * 32 * 32,
+    max_pixels=1800 * 32 * 32,
+    max_aspect=200.0,
+    # the embedding profile's page budget (1,024 tokens): a stored page is never larger than the budget it
+    # was rendered for, and the cost per page grows with its tokens (docs/rerank.md has the measurements)
+    page_pixels=1024 * 32 * 32,
+    licence="Apache-2.0",
+    # a score is one last-token state: within 2e-4 of the reference with flash attention, 5e-5 without
+    # (shared notes, qwen3-vl.md); both within docvec's 1e-3 bar; on by default for its speed
+    flash_attention=True,
+    kv_cache="f16",
+    published=(
+        # the model cards' table: ViDoRe v3 52.9 for Qwen3-VL-Embedding-2B alone, 60.8 and 66.7 reranked
+        Published("ViDoRe v3 (reranked)", 60.8, "https://huggingface.co/Qwen/Qwen3-VL-Reranker-2B", "2B"),
+        Published("ViDoRe v3 (reranked)", 66.7, "https://huggingface.co/Qwen/Qwen3-VL-Reranker-8B", "8B"),
+    ),
+)
+
+#: every reranker docvec knows
+RERANKER_PROFILES = (QWEN3_VL_RERANKER,)
+
+
+def reranker_profile_for(architecture: str, projector: str) -> RerankerProfile:
+    """The reranker profile serving a language model of ``architecture`` with a ``projector`` vision
+    encoder."""
+    for p in RERANKER_PROFILES:
+        if architecture in p.architectures and projector in p.projectors:
+            return p
+    raise ModelMismatchError(
+        f"no reranker profile for a '{architecture}' language model with a '{projector}' vision encoder; "
+        "supported: "
+        + "; ".join(
+            f"{p.name} ({'/'.join(p.architectures)} + {'/'.join(p.projectors)})" for p in RERANKER_PROFILES
+        )
     )

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Literal
 
 from .._config import default_cache_dir
 from .._errors import ModelNotFoundError
@@ -76,7 +77,8 @@ class RegistryModel:
     #: Short name used on the command line (``docvec models pull <name>``).
     name: str
     description: str
-    #: its embedding profile (:data:`docvec._model._profiles.PROFILES`, by name), and its full vector size
+    #: its profile (:data:`docvec._model._profiles.PROFILES` or ``RERANKER_PROFILES``, by name), and the
+    #: width of its hidden states (an embedder's full vector size)
     profile: str
     width: int
     #: Hugging Face repository holding the language-model GGUFs.
@@ -119,6 +121,8 @@ class RegistryModel:
     conversions: Mapping[str, Conversion] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     #: which size of its family it is, where the profile's published scores differ by size
     size: str | None = None
+    #: an embedding model (``DOCVEC_MODEL``), or a reranker (``DOCVEC_RERANK_MODEL``)
+    kind: Literal["embedder", "reranker"] = "embedder"
 
     @property
     def quants(self) -> tuple[str, ...]:
@@ -248,16 +252,28 @@ _QWEN3_VL_LICENCE = (
 )
 
 
-def _qwen3_vl_embedding(size: str, revision: str, width: int) -> RegistryModel:
-    base = f"qwen3-vl-embedding-{size.lower()}"
-    repo = f"Qwen/Qwen3-VL-Embedding-{size}"
+# Qwen3-VL-Reranker, the same way (sources as above, for its own repositories):
+# * Qwen/Qwen3-VL-Reranker-2B and -8B (Apache-2.0, ungated), the checkpoints of the same official code
+#   (src/models/qwen3_vl_reranker.py loads them with Qwen3VLForConditionalGeneration). No GGUF from Qwen;
+#   docvec converts them with the pinned converter as rerankers (its classifier: the head's "yes" and "no"
+#   rows; see docvec._tools._convert). Both at main (no pin seen); a pull records the commit it resolved.
+_QWEN3_VL_RERANKER_LICENCE = _QWEN3_VL_LICENCE.replace("Qwen3-VL-Embedding", "Qwen3-VL-Reranker")
+
+
+def _qwen3_vl(family: str, size: str, revision: str, width: int) -> RegistryModel:
+    """A Qwen3-VL-Embedding or -Reranker checkpoint (``family``: ``Embedding`` or ``Reranker``), converted
+    here."""
+    base = f"qwen3-vl-{family.lower()}-{size.lower()}"
+    repo = f"Qwen/Qwen3-VL-{family}-{size}"
+    reranker = family == "Reranker"
     return RegistryModel(
         name=base,
-        profile="qwen3-vl-embedding",
+        profile="qwen3-vl-reranker" if reranker else "qwen3-vl-embedding",
+        kind="reranker" if reranker else "embedder",
         width=width,
         size=size,
         description=(
-            f"Qwen3-VL-Embedding-{size} (Qwen3-VL-{size} backbone), converted here from the official "
+            f"Qwen3-VL-{family}-{size} (Qwen3-VL-{size} backbone), converted here from the official "
             "checkpoint: language model GGUF plus vision encoder (mmproj)"
         ),
         lm_repo=repo,
@@ -273,7 +289,7 @@ def _qwen3_vl_embedding(size: str, revision: str, width: int) -> RegistryModel:
         mmproj_file=None,
         licence_id="Apache-2.0",
         licence_url="https://www.apache.org/licenses/LICENSE-2.0",
-        licence_text=_QWEN3_VL_LICENCE,
+        licence_text=_QWEN3_VL_RERANKER_LICENCE if reranker else _QWEN3_VL_LICENCE,
         homepage=f"https://huggingface.co/{repo}",
         revision=revision,
         checkpoint_repo=repo,
@@ -281,10 +297,12 @@ def _qwen3_vl_embedding(size: str, revision: str, width: int) -> RegistryModel:
 
 
 # hidden sizes 2048 and 4096: Qwen3-VL-2B's and -8B's (the cards' full embedding sizes)
-REGISTRY["qwen3-vl-embedding-2b"] = _qwen3_vl_embedding(
-    "2B", "9f2f7e710d6d81056aa5c0a4f04764fec6bb7bda", 2048
+REGISTRY["qwen3-vl-embedding-2b"] = _qwen3_vl(
+    "Embedding", "2B", "9f2f7e710d6d81056aa5c0a4f04764fec6bb7bda", 2048
 )
-REGISTRY["qwen3-vl-embedding-8b"] = _qwen3_vl_embedding("8B", "main", 4096)
+REGISTRY["qwen3-vl-embedding-8b"] = _qwen3_vl("Embedding", "8B", "main", 4096)
+REGISTRY["qwen3-vl-reranker-2b"] = _qwen3_vl("Reranker", "2B", "main", 2048)
+REGISTRY["qwen3-vl-reranker-8b"] = _qwen3_vl("Reranker", "8B", "main", 4096)
 
 
 def registry_names() -> list[str]:
@@ -459,6 +477,7 @@ TINY_ARCHES: Mapping[str, tuple[str, bool]] = MappingProxyType(
     {
         "qwen2.5-vl": ("tiny-qwen25vl", True),  # jina-embeddings-v4's architecture, with its head
         "qwen3-vl": ("tiny-qwen3vl", False),  # Qwen3-VL-Embedding's, deepstack included
+        "qwen3-vl-reranker": ("tiny-qwen3vl-reranker", False),  # Qwen3-VL-Reranker's
     }
 )
 #: the default one (``docvec demo``, ``DOCVEC_MODEL=tiny``)

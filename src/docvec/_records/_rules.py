@@ -14,6 +14,7 @@ __all__ = [
     "DOC_ID_PATTERN",
     "MAX_K",
     "MAX_PREFETCH",
+    "MAX_RERANK",
     "QUERY_PATTERN",
     "TAG_KEY_PATTERN",
     "TAG_PATTERN",
@@ -21,6 +22,7 @@ __all__ = [
     "check_k",
     "check_prefetch",
     "check_query",
+    "check_rerank",
     "check_tags_mapping",
     "counted",
     "display_name",
@@ -41,6 +43,25 @@ def check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InputError(f"k must be between 1 and {MAX_K}, not {k}")
     return k
+
+
+#: The most pages the reranker reads again per search: it reads each with the query (seconds a page on a
+#: CPU; docs/rerank.md has the measurements).
+MAX_RERANK = 100
+
+
+def check_rerank(rerank: object, k: int) -> int:
+    """``rerank`` when it is 0 (no second stage) or a whole number of pages from ``k`` to
+    :data:`MAX_RERANK`, else :class:`InputError`: the reranker orders the first stage's best ``rerank``
+    pages and the search returns ``k`` of them."""
+    if isinstance(rerank, bool) or not isinstance(rerank, int) or not 0 <= rerank <= MAX_RERANK:
+        raise InputError(f"rerank must be from 0 (off) to {MAX_RERANK} pages, not {rerank}")
+    if 0 < rerank < k:
+        raise InputError(
+            f"rerank ({rerank}) is below k ({k}): the reranker orders the best rerank pages and the search "
+            "returns k of them; ask for rerank >= k"
+        )
+    return rerank
 
 
 #: The most pages a hybrid search reranks.

@@ -152,6 +152,15 @@ class Hit(BaseModel):
             "reciprocal rank fusion of the two rankings (dense+text and the like)."
         )
     )
+    rerank_score: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description=(
+            "The reranker's probability that the page meets the query (0 to 1), when the search was "
+            "reranked: the hits are then in its order, and score is the first stage's."
+        ),
+    )
     tags: dict[str, str] = Field(default_factory=dict, description="The document's tags, key to value.")
     snippet: Snippet | None = Field(
         None, description="A short excerpt of the page's text around the query's terms (with text only)."
@@ -162,6 +171,10 @@ class Hit(BaseModel):
     @field_serializer("score")
     def _round_score(self, score: float) -> float:
         return round(score, 6)
+
+    @field_serializer("rerank_score")
+    def _round_rerank_score(self, score: float | None) -> float | None:
+        return None if score is None else round(score, 6)
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any], score: float) -> Hit:

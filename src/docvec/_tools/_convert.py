@@ -74,6 +74,7 @@ __all__ = [
     "default_outtype",
     "export_head",
     "find_head",
+    "is_reranker_checkpoint",
 ]
 
 log = logging.getLogger("docvec")
@@ -125,6 +126,7 @@ def convert_checkpoint(
     quantize: tuple[str, ...] = (),
     threads: int | None = None,
     head_task: str = DEFAULT_HEAD_TASK,
+    reranker: bool | None = None,
 ) -> ConvertedModel:
     """Convert a Qwen2.5-VL checkpoint folder into a GGUF language model and mmproj under ``out_dir``, and
     its multi-vector head, when it has one, into ``out_dir/multivector-head.gguf`` (``head_task``: the LoRA
@@ -132,6 +134,11 @@ def convert_checkpoint(
 
     A checkpoint without a head converts as before: ``main.head`` is None, and a head file left in
     ``out_dir`` by an earlier conversion is removed (it would belong to other weights).
+
+    ``reranker`` True converts a reranker (Qwen3-VL-Reranker): the converter writes the language model
+    rank-pooled, with the head's ``yes`` and ``no`` rows as its classifier (``cls.output.weight``), which
+    is what :class:`~docvec.Reranker` scores with; ``None`` takes a checkpoint whose folder name or README
+    title names a reranker for one (:func:`is_reranker_checkpoint`).
     """
     if not (hf_dir / "config.json").is_file():
         raise ToolError(f"{hf_dir}: not a Hugging Face checkpoint folder (no config.json)")
@@ -146,12 +153,19 @@ def convert_checkpoint(
     mm_type = mmproj_outtype or outtype
     # the head first: a LoRA that cannot be merged stops the run before minutes of conversion
     head = find_head(hf_dir, task=head_task)
+    if reranker is None:
+        reranker = is_reranker_checkpoint(hf_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     lm = out_dir / f"{name}-{outtype.upper()}.gguf"
     mm = out_dir / f"mmproj-{name}-{mm_type.upper()}.gguf"
-    with _converter_view(hf_dir, out_dir) as view:
+    with _converter_view(hf_dir, out_dir, reranker=reranker) as view:
         lm_info = _run_converter(source, view, lm, outtype, mmproj=False)
         _run_converter(source, view, mm, mm_type, mmproj=True)
+    if reranker and not lm_info.is_reranker:
+        raise ToolError(
+            f"converting {hf_dir} as a reranker gave no classifier: its config.json is not a Qwen3 or "
+            "Qwen3-VL checkpoint the converter makes rerankers of"
+        )
     head_path: Path | None = None
     if head is None:
         (out_dir / HEAD_FILE).unlink(missing_ok=True)
@@ -331,8 +345,22 @@ def _checkpoint_files(hf_dir: Path) -> list[Path]:
     return list(files)
 
 
+def is_reranker_checkpoint(hf_dir: Path) -> bool:
+    """Whether a checkpoint folder is a reranker's by its name or its README's title (the model card's
+    first heading, ``# Qwen3-VL-Reranker-2B``): the embedding model's card mentions the reranker too, in
+    later headings, so only the title counts."""
+    if "reranker" in hf_dir.resolve().name.lower():
+        return True
+    try:
+        lines = (hf_dir / "README.md").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    title = next((line for line in lines if line.startswith("# ")), "")
+    return "reranker" in title.lower()
+
+
 @contextlib.contextmanager
-def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
+def _converter_view(hf_dir: Path, out_dir: Path, *, reranker: bool = False) -> Iterator[Path]:
     """``hf_dir`` as llama.cpp's converter may read it: the folder itself when it takes it as it is; else a
     temporary folder of the same name under ``out_dir`` with links to everything else and, rewritten:
 
@@ -341,7 +369,9 @@ def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
     - a config.json whose architecture the converter refuses though it converts the same weights under
       another name (:data:`_CONVERTER_ARCHITECTURES`);
     - nothing that makes the converter take an embedding model for a reranker (a README with a
-      ``# Qwen3-VL-Reranker`` heading, such a name in the config): it would write a RANK-pooled GGUF.
+      ``# Qwen3-VL-Reranker`` heading, such a name in the config): it would write a RANK-pooled GGUF;
+    - for a ``reranker``, a folder name that makes it take the checkpoint for one (the converter reads
+      the folder's name, conversion/qwen.py's ``_is_qwen3_reranker``).
     """
     index = hf_dir / _INDEX
     with _checkpoint_errors():
@@ -360,14 +390,16 @@ def _converter_view(hf_dir: Path, out_dir: Path) -> Iterator[Path]:
     config = _converter_config(hf_dir)
     readme = hf_dir / "README.md"
     drop_readme = readme.is_file() and _names_reranker(readme.read_text(encoding="utf-8", errors="replace"))
-    if not dirty and config is None and not drop_readme and not _names_reranker(hf_dir.resolve().name):
+    name = hf_dir.resolve().name
+    if not dirty and config is None and not drop_readme and _names_reranker(name) == reranker:
         yield hf_dir
         return
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out_dir))
     try:
-        # the same folder name (the converter names the model after it), unless that name says reranker
-        name = hf_dir.resolve().name
-        view = tmp / (name if not _names_reranker(name) else "checkpoint")
+        # the same folder name (the converter names the model after it), unless it says the wrong kind
+        if _names_reranker(name) != reranker:
+            name = "Qwen3-VL-Reranker" if reranker else "checkpoint"
+        view = tmp / name
         view.mkdir()
         rewritten = {*dirty, _INDEX, *(["config.json"] if config is not None else [])}
         for entry in hf_dir.iterdir():

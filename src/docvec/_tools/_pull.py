@@ -290,6 +290,7 @@ def _pull_checkpoint(
         outtype=conversion.outtype or default_outtype(),  # type: ignore[arg-type]
         quantize=() if conversion.quantize is None else (conversion.quantize,),
         threads=threads,
+        reranker=model.kind == "reranker",
     )
     _write_ref(root, rev, commit)
     found = find_converted(model, lm_name, docvec_cache_dir)

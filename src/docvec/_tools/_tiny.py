@@ -2,7 +2,9 @@
 the multi-vector head, ``multivector-head.gguf``, beside them for the architecture that has one).
 
 One per family docvec supports (:data:`docvec._model._registry.TINY_ARCHES`): ``qwen2.5-vl``, the default,
-stands in for jina-embeddings-v4; ``qwen3-vl`` for Qwen3-VL-Embedding."""
+stands in for jina-embeddings-v4; ``qwen3-vl`` for Qwen3-VL-Embedding; ``qwen3-vl-reranker`` for
+Qwen3-VL-Reranker (the same random Qwen3-VL, converted as a reranker: its head's ``yes`` and ``no`` rows
+become the GGUF's classifier)."""
 
 from __future__ import annotations
 
@@ -54,10 +56,12 @@ def build_tiny_model(
     geometries: dict[str, CheckpointGeometry] = {
         "qwen2.5-vl": Qwen25VLGeometry.tiny(),
         "qwen3-vl": Qwen3VLGeometry.tiny(),
+        "qwen3-vl-reranker": Qwen3VLGeometry.tiny(),
     }
     hf = out_dir / "hf"
     build_checkpoint(hf, source.qwen2_vocab, geometries[arch], seed=seed, cache_dir=cache_dir / "tokenizers")
-    files = convert_checkpoint(hf, out_dir, source=source, name=base, outtype=outtype).main
+    reranker = "reranker" in arch  # converted with its classifier rows, as a reranker checkpoint is
+    files = convert_checkpoint(hf, out_dir, source=source, name=base, outtype=outtype, reranker=reranker).main
     if has_head and files.head is None:  # the checkpoint was written with one: it must not go missing
         raise ToolError(f"converting the tiny model in {out_dir} gave no multi-vector head")
     stamp.write_text(json.dumps(tiny_stamp(seed, outtype, arch)))

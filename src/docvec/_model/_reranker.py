@@ -1,0 +1,325 @@
+"""A second stage: a reranker that reads a query and a page image together and scores the pair.
+
+>>> with Reranker.open("qwen3-vl-reranker-2b") as rr:                   # doctest: +SKIP
+...     rr.score("total amount due", ["page-1.png", "page-2.png"])    # array([0.93, 0.04])
+
+The model is a vision-language model asked whether the page meets the query (:class:`RerankerProfile`:
+the conversation and the answer tokens, from the model's official code). Its score is
+``sigmoid((head[yes] - head[no]) . h)``, ``h`` the last position's last hidden state: one dot product with
+the difference of two rows of the language-model head, read once from the GGUF's classifier tensor
+(``cls.output.weight``, rows labelled ``yes`` and ``no``, which llama.cpp's converter writes for a
+reranker checkpoint), so no logits over the vocabulary are ever computed.
+
+The conversation up to the page (system message, instruction, query) is the same for every page of one
+query: it is decoded once per call and the KV cache is cut back to it before each page, so only the
+page's tokens are decoded per candidate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from .._closing import Closing
+from .._config import DECODE_BUDGET_MB, EmbedSettings
+from .._errors import InputError, ModelError, ModelFileError, ModelMismatchError
+from .._records import ModelFingerprint
+from ._embedder import _as_list, _describe, _split_template
+from ._files import ModelFiles, inspect_pair
+from ._fingerprint import fingerprint
+from ._gguf import GGUFInfo
+from ._images import ImageInput, load_image, prepare_image
+from ._native import LlamaContext, LlamaModel, MtmdContext, Outputs, PromptChunk, holding_interrupts
+from ._profiles import ImageBounds, RerankerProfile, reranker_profile_for
+from ._resolve import resolve_model
+
+__all__ = ["CLASSIFIER", "RerankTiming", "Reranker"]
+
+log = logging.getLogger("docvec")
+
+#: the GGUF tensor holding the answer tokens' rows of the language-model head (llama.cpp's converter
+#: writes it for a reranker checkpoint, with the rows' labels in ``{arch}.classifier.output_labels``)
+CLASSIFIER = "cls.output.weight"
+
+
+@dataclass(frozen=True)
+class RerankTiming:
+    """Where the time of one :meth:`Reranker.score` call went, in seconds."""
+
+    prefix: float  # decoding the conversation up to the page (once per call when it is reused)
+    vision: float  # the vision encoder, all pages
+    language: float  # the language model over the pages' tokens, all pages
+    pages: int
+    tokens: int  # image tokens, all pages
+
+
+class Reranker(Closing):
+    """Scores (query, page image) pairs with a GGUF reranker and its mmproj vision encoder.
+
+    One reranker serves one thread at a time (a llama.cpp context is not thread-safe); calls from several
+    threads are serialised. Close it (or use it as a context manager) to free the native memory.
+    """
+
+    def __init__(
+        self,
+        files: ModelFiles,
+        settings: EmbedSettings | None = None,
+        *,
+        max_pixels: int | None = None,
+        headers: tuple[GGUFInfo, GGUFInfo] | None = None,
+        decode_budget: int = DECODE_BUDGET_MB << 20,
+        reuse_prefix: bool = True,
+    ) -> None:
+        """Load ``files`` with the threads, GPU offload and batch size of ``settings`` (the embedder's:
+        a reranker shares its machine); ``max_pixels`` is the page budget (default: the profile's).
+
+        Pages are resized within the budget by the model's own rule; a stored page smaller than the budget
+        is not enlarged. ``reuse_prefix`` False decodes the whole conversation for every page (for
+        measurements: the scores are the same).
+        """
+        s = settings or EmbedSettings()
+        self.settings = s
+        self.decode_budget = decode_budget
+        self.reuse_prefix = reuse_prefix
+        lm_info, mm_info = headers or inspect_pair(files)
+        self.files = files
+        self.profile: RerankerProfile = reranker_profile_for(lm_info.architecture, mm_info.projector)
+        self.bounds: ImageBounds = self.profile.bounds(max_pixels)
+        labels = _classifier_labels(lm_info)
+        #: head[yes] - head[no], float32 (the language model's width): the score's direction
+        self.direction = _read_direction(lm_info, labels, self.profile)
+        #: what the files hold, by content (:mod:`docvec._model._fingerprint`)
+        self.fingerprint = ModelFingerprint(model=fingerprint(lm_info), mmproj=fingerprint(mm_info))
+        self.flash_attention = (
+            s.flash_attention if s.flash_attention is not None else self.profile.flash_attention
+        )
+        self.kv_cache = s.kv_cache or self.profile.kv_cache
+        threads = s.threads or os.cpu_count() or 1
+        unit2 = self.profile.image_unit**2
+        self._lock = threading.Lock()
+        self._closed = False
+        self._model = LlamaModel(files.language_model, gpu_layers=s.gpu_layers)
+        try:
+            if self._model.n_embd != self.direction.shape[0]:
+                raise ModelMismatchError(
+                    f"{files.language_model}: its classifier rows are {self.direction.shape[0]} wide, its "
+                    f"hidden states {self._model.n_embd}"
+                )
+            # the conversation, the query and the largest page, in one sequence
+            n_ctx = s.max_text_tokens + self.bounds.max_pixels // unit2 + 256
+            self._ctx = LlamaContext(
+                self._model,
+                n_ctx=min(n_ctx, self._model.n_ctx_train),
+                n_batch=s.decode_batch,
+                threads=threads,
+                flash_attention=self.flash_attention,
+                kv_cache=self.kv_cache,
+            )
+            self._mtmd = MtmdContext(
+                files.mmproj,
+                self._model,
+                threads=threads,
+                use_gpu=s.vision_gpu,
+                min_tokens=-(-self.bounds.min_pixels // unit2),
+                max_tokens=self.bounds.max_pixels // unit2,
+            )
+        except BaseException:
+            self.close()
+            raise
+        #: seconds spent by the last :meth:`score` call, by stage
+        self.last_timing: RerankTiming | None = None
+
+    @classmethod
+    def open(
+        cls,
+        model: str | Path,
+        settings: EmbedSettings | None = None,
+        *,
+        max_pixels: int | None = None,
+        cache_dir: Path | None = None,
+        decode_budget: int = DECODE_BUDGET_MB << 20,
+    ) -> Reranker:
+        """A reranker for a model folder, a ``"LM.gguf,MMPROJ.gguf"`` pair or a registry name
+        (``qwen3-vl-reranker-2b``, found in docvec's cache folder ``cache_dir`` once pulled)."""
+        files, lm, mm = resolve_model(model, cache_dir=cache_dir)
+        return cls(files, settings, max_pixels=max_pixels, headers=(lm, mm), decode_budget=decode_budget)
+
+    @property
+    def weights_bytes(self) -> int:
+        """The size of the model's two GGUF files: what its weights take in memory once read (llama.cpp
+        maps them, so processes on one machine share them)."""
+        return sum(p.stat().st_size for p in (self.files.language_model, self.files.mmproj))
+
+    def score(
+        self, query: str, images: Sequence[ImageInput], *, instruction: str | None = None
+    ) -> npt.NDArray[np.float64]:
+        """The probability, by the model, that each page image meets ``query`` (0..1), in the order given.
+
+        ``instruction`` replaces the profile's default task instruction. Every image is decoded and resized
+        before any model work: a bad one is an :class:`InputError` naming its index and file. A query
+        longer than ``max_text_tokens`` is cut, with a warning.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("the query is empty")
+        if instruction is not None and not instruction.strip():
+            raise InputError("the instruction is empty")
+        prepared = []
+        for i, img in enumerate(_as_list(images, "images")):
+            try:
+                prepared.append(prepare_image(load_image(img, budget=self.decode_budget), self.bounds))
+            except InputError as e:
+                raise InputError(e.reason, index=i, item=e.item or _describe(img)) from None
+        prefix = self.profile.prefix.format(
+            instruction=instruction or self.profile.instruction, query="{text}"
+        )
+        out = np.empty(len(prepared), np.float64)
+        t_prefix = t_vision = t_lm = 0.0
+        tokens = 0
+        with self._native():
+            head, plain_pre, plain_post, _ = _split_template(prefix)
+            ids = self._query_tokens(head, plain_pre, query, plain_post)
+            for i, rgb in enumerate(prepared):
+                t0 = time.perf_counter()
+                if i == 0 or not self.reuse_prefix:
+                    self._ctx.clear()
+                    self._ctx.decode_tokens(ids, 0, outputs="none")
+                else:
+                    self._ctx.keep(len(ids))
+                t1 = time.perf_counter()
+                chunks = self._mtmd.tokenize(self._mtmd.marker + self.profile.suffix, rgb, pos0=len(ids))
+                t2 = time.perf_counter()
+                h = self._decode_last(chunks, len(ids))
+                t3 = time.perf_counter()
+                out[i] = _sigmoid(float(np.dot(h.astype(np.float64), self.direction.astype(np.float64))))
+                t_prefix += t1 - t0
+                t_vision += t2 - t1
+                t_lm += t3 - t2
+                tokens += sum(c.n_tokens for c in chunks if c.tokens is None)
+        self.last_timing = RerankTiming(t_prefix, t_vision, t_lm, len(prepared), tokens)
+        return out
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the native model, context and vision encoder once the call in progress (if any) ends; a
+        later call raises :class:`~docvec.ModelError`."""
+        if getattr(self, "_view", False):
+            return
+        lock = getattr(self, "_lock", None)
+        with lock if lock is not None else contextlib.nullcontext():
+            self._closed = True
+            for name in ("_mtmd", "_ctx", "_model"):
+                obj = getattr(self, name, None)
+                if obj is not None:
+                    obj.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _native(self) -> Iterator[None]:
+        with self._lock:
+            if self._closed:
+                raise ModelError(f"the reranker {self.files.language_model.name} was closed")
+            with holding_interrupts():
+                yield
+
+    def _query_tokens(self, head: str, plain_pre: str, query: str, plain_post: str) -> npt.NDArray[np.int32]:
+        """The conversation's tokens up to the page: its control tokens read as such, the instruction and
+        the query as plain text, in one piece as the reference tokenizer reads it (markup in a query stays
+        text); a query over ``max_text_tokens`` is cut at its end, the conversation kept whole."""
+        start = self._model.tokenize(head, parse_special=True)
+        overhead = len(self._model.tokenize(plain_pre + plain_post, parse_special=False))
+        plain = self._model.tokenize(plain_pre + query + plain_post, parse_special=False)
+        room = self.settings.max_text_tokens
+        if len(plain) - overhead > room:
+            log.warning(
+                "query of about %d tokens truncated to max_text_tokens=%d", len(plain) - overhead, room
+            )
+            while len(plain) - overhead > room:
+                query = query[: max(1, len(query) * room // (len(plain) - overhead) - 1)]
+                plain = self._model.tokenize(plain_pre + query + plain_post, parse_special=False)
+        return np.concatenate([start, plain]).astype(np.int32)
+
+    def _decode_last(self, chunks: list[PromptChunk], pos0: int) -> npt.NDArray[np.float32]:
+        """Decode the page's chunks after the prefix; the last token's hidden state."""
+        pos = pos0
+        last: npt.NDArray[np.float32] | None = None
+        for i, c in enumerate(chunks):
+            outputs: Outputs = "last" if i == len(chunks) - 1 else "none"
+            if c.tokens is not None:
+                states = self._ctx.decode_tokens(c.tokens, pos, outputs=outputs)
+            else:
+                assert c.image_embd is not None and c.image_pos is not None
+                with self._ctx.causal(c.causal):
+                    states = self._ctx.decode_embeddings(c.image_embd, c.image_pos, outputs=outputs)
+            if len(states):
+                last = states[-1]
+            pos += c.n_pos
+        if last is None:
+            raise ModelError("the reranker's prompt ended without a token to read")
+        return last
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def _classifier_labels(info: GGUFInfo) -> list[str]:
+    """The labels of a reranker GGUF's classifier rows; a language model that is not a reranker is a
+    :class:`ModelMismatchError` saying how to make one."""
+    labels = info.metadata.get(f"{info.architecture}.classifier.output_labels")
+    if not info.is_reranker or not isinstance(labels, list):
+        raise ModelMismatchError(
+            f"{info.path} is not a reranker: its GGUF has no rank pooling and no classifier labels, as "
+            "llama.cpp's converter writes for a reranker checkpoint. Get one with `docvec models pull "
+            "qwen3-vl-reranker-2b`, or convert a Qwen3-VL-Reranker checkpoint with `docvec models convert`"
+        )
+    return [str(x) for x in labels]
+
+
+def _read_direction(info: GGUFInfo, labels: list[str], profile: RerankerProfile) -> npt.NDArray[np.float32]:
+    """head[yes] - head[no] from the GGUF's classifier tensor, dequantized to float32 (the difference is
+    taken in float32: exact for the F16/BF16 rows a conversion writes)."""
+    for token in (profile.yes, profile.no):
+        if token not in labels:
+            raise ModelMismatchError(
+                f"{info.path}: its classifier rows are {labels}, not the {profile.yes!r} and {profile.no!r} "
+                f"answers {profile.name} scores with"
+            )
+    rows = _classifier_rows(info.path)
+    if rows.shape[0] != len(labels):
+        raise ModelFileError(info.path, f"{CLASSIFIER} has {rows.shape[0]} rows for {len(labels)} labels")
+    d = rows[labels.index(profile.yes)] - rows[labels.index(profile.no)]
+    if not np.all(np.isfinite(d)):
+        raise ModelFileError(info.path, f"{CLASSIFIER} holds values that are not finite")
+    return np.asarray(d, np.float32)
+
+
+def _classifier_rows(path: Path) -> npt.NDArray[np.float32]:
+    """The classifier tensor of a GGUF as float32 rows (n_labels, width), whatever its stored type."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    try:
+        reader = GGUFReader(path)
+    except (OSError, ValueError) as e:
+        raise ModelFileError(path, f"cannot read its tensors: {e}") from None
+    for t in reader.tensors:
+        if t.name == CLASSIFIER:
+            rows = dequantize(np.asarray(t.data), t.tensor_type)
+            return np.asarray(rows, np.float32).reshape(int(t.shape[1]) if len(t.shape) > 1 else 1, -1)
+    raise ModelFileError(path, f"a reranker GGUF without its classifier tensor ({CLASSIFIER})")
