@@ -1,5 +1,5 @@
-"""Shared fixtures: the tiny random-weight models (a Qwen2.5-VL with jina-embeddings-v4's head, and a
-Qwen3-VL-Embedding), built and converted once per session with the tools users run (each converted model
+"""Shared fixtures: the tiny random-weight models (a Qwen2.5-VL with jina-embeddings-v4's head, a
+Qwen3-VL-Embedding and a Qwen3-VL-Reranker), built and converted once per session with the tools users run (each converted model
 is a session fixture: conversions are the suite's costliest set-up)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from docvec import Embedder, EmbedSettings, ModelFiles, Settings
+from docvec import Embedder, EmbedSettings, ModelFiles, Reranker, Settings
 from docvec._tools._convert import convert_checkpoint
 from docvec._tools._tiny import build_tiny_model
 from docvec._tools._toolchain import LlamaCppSource
@@ -192,6 +192,26 @@ def qwen3vl_embedder(qwen3vl_files: ModelFiles) -> Iterator[Embedder]:
     emb = Embedder(qwen3vl_files, EmbedSettings(threads=2, max_pixels=QWEN3_VL_EMBEDDING.max_pixels))
     yield emb
     emb.close()
+
+
+@pytest.fixture(scope="session")
+def reranker_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
+    """The tiny random-weight Qwen3-VL-Reranker (hf/ checkpoint plus F16 GGUFs, the language model
+    converted as a reranker), as `docvec models tiny --arch qwen3-vl-reranker` builds it."""
+    out = tmp_path_factory.mktemp("tiny-reranker")
+    build_tiny_model(out, cache_dir=cache_dir, outtype="f16", arch="qwen3-vl-reranker")
+    return out
+
+
+@pytest.fixture(scope="session")
+def reranker(reranker_dir: Path) -> Iterator[Reranker]:
+    """docvec's reranker on the tiny model, two threads, the profile's defaults (page budget aside: the
+    model's own maximum, as the reference uses)."""
+    from docvec._model._profiles import QWEN3_VL_RERANKER
+
+    rr = Reranker.open(reranker_dir, EmbedSettings(threads=2), max_pixels=QWEN3_VL_RERANKER.max_pixels)
+    yield rr
+    rr.close()
 
 
 @pytest.fixture(scope="session")
