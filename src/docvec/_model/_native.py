@@ -150,7 +150,8 @@ class LlamaModel:
 # ggml_type values of the KV cache types docvec offers
 _KV_TYPES = {"f16": 1, "f32": 0}
 
-#: which decoded tokens' hidden states a decode returns: every one, the last one, or none
+#: which decoded tokens' hidden states a decode returns (copies out of llama.cpp's buffer): every one, the
+#: last one, or none
 Outputs = Literal["all", "last", "none"]
 
 
@@ -274,10 +275,9 @@ class LlamaContext:
         # M-RoPE embedding batch needs four.
         n_seq = np.ones(n, dtype=np.int32)
         seq_ptr = (ctypes.POINTER(ctypes.c_int32) * n)(*([ctypes.pointer(self._seq0)] * n))
-        # the tokens whose states come back; llama.cpp's graphs drop the others before the last layer
-        logits = np.full(n, outputs == "all", dtype=np.int8)
-        if outputs == "last":
-            logits[-1] = 1
+        # an embeddings context outputs every token whatever the flags say (llama_context::decode's
+        # output_all): asking for fewer would only misplace the rows read below
+        logits = np.ones(n, dtype=np.int8)
         batch = ll.llama_batch()
         batch.n_tokens = n
         batch.token = tokens.ctypes.data_as(ctypes.POINTER(ll.llama_token)) if tokens is not None else None
@@ -289,13 +289,13 @@ class LlamaContext:
         rc = ll.llama_decode(self.handle, batch)
         if rc != 0:
             raise BackendError(f"llama_decode failed with code {rc} ({n} tokens)")
-        n_out = int(logits.sum())
-        if not n_out:
+        if outputs == "none":
             return np.zeros((0, self.n_embd), np.float32)
         ptr = ll.llama_get_embeddings(self.handle)
         if not ptr:
             raise BackendError("llama_get_embeddings returned no data")
-        return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_embd)).copy()
+        rows = np.ctypeslib.as_array(ptr, shape=(n, self.n_embd))
+        return (rows if outputs == "all" else rows[-1:]).copy()
 
     def close(self) -> None:
         if self.handle:

@@ -60,9 +60,39 @@ def build_tiny_model(
     }
     hf = out_dir / "hf"
     build_checkpoint(hf, source.qwen2_vocab, geometries[arch], seed=seed, cache_dir=cache_dir / "tokenizers")
-    reranker = "reranker" in arch  # converted with its classifier rows, as a reranker checkpoint is
+    reranker = "reranker" in arch
+    if reranker:
+        _temper_answers(hf)
+    # a reranker is converted with its classifier rows, as a reranker checkpoint is
     files = convert_checkpoint(hf, out_dir, source=source, name=base, outtype=outtype, reranker=reranker).main
     if has_head and files.head is None:  # the checkpoint was written with one: it must not go missing
         raise ToolError(f"converting the tiny model in {out_dir} gave no multi-vector head")
     stamp.write_text(json.dumps(tiny_stamp(seed, outtype, arch)))
     return files
+
+
+#: how much closer the tiny reranker's "no" row is moved to its "yes" row (see :func:`_temper_answers`)
+_ANSWER_TEMPER = 16
+
+
+def _temper_answers(hf: Path) -> None:
+    """Move the checkpoint's "no" head row towards its "yes" row, ``_ANSWER_TEMPER`` times closer.
+
+    With random weights the two rows are far apart: every (query, page) margin lies near -18, and every
+    score near 1e-8, where a bar of 1e-3 on scores could not fail. Tempered, the margins lie near -1 and
+    the scores near 0.25, differing from page to page by 1e-3 to 5e-2: parity on scores and on their order
+    means something. The head is tied to the token embeddings, so the row changes there (the one tensor).
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    vocab = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    yes, no = vocab["yes"], vocab["no"]
+    path = hf / "model.safetensors"
+    tensors = load_file(path)
+    for name, weight in tensors.items():
+        if name.endswith(("embed_tokens.weight", "lm_head.weight")):
+            rows = weight.to(torch.float32)
+            rows[no] = rows[yes] - (rows[yes] - rows[no]) / _ANSWER_TEMPER
+            tensors[name] = rows.to(weight.dtype)
+    save_file(tensors, path, metadata={"format": "pt"})
