@@ -79,7 +79,7 @@ def test_scores_match_the_reference_in_value_and_order(
         want = expected[q]
         assert np.abs(got - want).max() < BAR, (q, got, want)
         assert list(np.argsort(-got)) == list(np.argsort(-want)), (q, got, want)
-        # the tiny reranker's scores are spread out (see _temper_answers): the bar is not met by saturation
+        # the tiny reranker's scores are spread out (see temper_answers): the bar is not met by saturation
         assert want.min() > 0.05 and want.max() < 0.95 and np.diff(np.sort(want)).min() > 2 * BAR
 
 

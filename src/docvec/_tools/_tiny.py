@@ -18,7 +18,7 @@ from .._model._registry import TINY_ARCH, TINY_STAMP, find_tiny_model, tiny_arch
 from ._convert import OutType, convert_checkpoint
 from ._toolchain import LlamaCppSource
 
-__all__ = ["build_tiny_model"]
+__all__ = ["build_tiny_model", "temper_answers"]
 
 log = logging.getLogger("docvec")
 
@@ -62,7 +62,7 @@ def build_tiny_model(
     build_checkpoint(hf, source.qwen2_vocab, geometries[arch], seed=seed, cache_dir=cache_dir / "tokenizers")
     reranker = "reranker" in arch
     if reranker:
-        _temper_answers(hf)
+        temper_answers(hf)
     # a reranker is converted with its classifier rows, as a reranker checkpoint is
     files = convert_checkpoint(hf, out_dir, source=source, name=base, outtype=outtype, reranker=reranker).main
     if has_head and files.head is None:  # the checkpoint was written with one: it must not go missing
@@ -71,11 +71,11 @@ def build_tiny_model(
     return files
 
 
-#: how much closer the tiny reranker's "no" row is moved to its "yes" row (see :func:`_temper_answers`)
+#: how much closer the tiny reranker's "no" row is moved to its "yes" row (see :func:`temper_answers`)
 _ANSWER_TEMPER = 16
 
 
-def _temper_answers(hf: Path) -> None:
+def temper_answers(hf: Path) -> None:
     """Move the checkpoint's "no" head row towards its "yes" row, ``_ANSWER_TEMPER`` times closer.
 
     With random weights the two rows are far apart: every (query, page) margin lies near -18, and every
@@ -88,11 +88,18 @@ def _temper_answers(hf: Path) -> None:
 
     vocab = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     yes, no = vocab["yes"], vocab["no"]
-    path = hf / "model.safetensors"
-    tensors = load_file(path)
-    for name, weight in tensors.items():
-        if name.endswith(("embed_tokens.weight", "lm_head.weight")):
-            rows = weight.to(torch.float32)
+    index = hf / "model.safetensors.index.json"
+    shards = (
+        sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        if index.is_file()
+        else ["model.safetensors"]
+    )
+    for shard in shards:  # the one holding the head (a larger geometry's checkpoint has several)
+        tensors = load_file(hf / shard)
+        heads = [n for n in tensors if n.endswith(("embed_tokens.weight", "lm_head.weight"))]
+        for name in heads:
+            rows = tensors[name].to(torch.float32)
             rows[no] = rows[yes] - (rows[yes] - rows[no]) / _ANSWER_TEMPER
-            tensors[name] = rows.to(weight.dtype)
-    save_file(tensors, path, metadata={"format": "pt"})
+            tensors[name] = rows.to(tensors[name].dtype)
+        if heads:
+            save_file(tensors, hf / shard, metadata={"format": "pt"})
