@@ -92,7 +92,7 @@ def client(settings: Settings) -> Iterator[TestClient]:
 
 # as `docvec search --json` prints: a snippet of the page's text on a collection with text, and the whole
 # text when asked for (null otherwise)
-HIT_FIELDS = {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text"}
+HIT_FIELDS = {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text", "rerank_score"}
 
 
 def _check_hit(client: TestClient, hit: dict[str, object], docs: dict[str, Path]) -> None:

@@ -131,7 +131,7 @@ def test_cli_search_table_and_json(indexed: Settings) -> None:
     hits = json.loads(r.stdout)
     assert len(hits) == 3 and all(h["tags"] == {"team": "ops"} for h in hits)
     # a hit as every JSON output has it (snippet and text: null on pages without text)
-    fields = {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text"}
+    fields = {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text", "rerank_score"}
     assert set(hits[0]) == fields and hits[0]["page"] == 1
 
 
@@ -171,7 +171,7 @@ def test_query_flow_writes_json_lines(
         ("signature page", 2, 2),
         ("balance sheet", 4, 4),
     ]
-    assert {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text"} == set(rows[0]["hits"][0])
+    assert {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text", "rerank_score"} == set(rows[0]["hits"][0])
 
 
 def test_cli_search_before_anything_is_indexed(indexed: Settings, tmp_path: Path) -> None:

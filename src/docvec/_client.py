@@ -253,11 +253,16 @@ class RemoteIndex(Closing):
         mode: SearchMode | Literal["auto"] | None = None,
         prefetch: int | None = None,
         with_text: bool = False,
+        rerank: int | None = None,
     ) -> list[Hit]:
-        """The ``k`` pages that best match ``query`` (see :meth:`docvec.Index.search`)."""
+        """The ``k`` pages that best match ``query`` (see :meth:`docvec.Index.search`); ``rerank`` (default:
+        the server's ``DOCVEC_RERANK``) by the server's reranker, :class:`~docvec.ConflictError` from a
+        server without one."""
         body: dict[str, Any] = {"query": query, "k": k, "mode": mode, "prefetch": prefetch}
         if with_text:
             body["with_text"] = True
+        if rerank is not None:  # unsaid: the server's default (and a server older than reranking takes it)
+            body["rerank"] = rerank
         if filter is not None:
             body["filter"] = filter.model_dump(mode="json", exclude_none=True)
         answer = self._request("POST", "/search", json=body)

@@ -78,8 +78,10 @@ class IndexLike(Protocol):
         mode: records.SearchMode | Literal["auto"] | None = None,
         prefetch: int | None = None,
         with_text: bool = False,
+        rerank: int | None = None,
     ) -> list[records.Hit]:
-        """The ``k`` pages that best match ``query``, best first (with their whole text: ``with_text``)."""
+        """The ``k`` pages that best match ``query``, best first (with their whole text: ``with_text``;
+        reordered by the reranker, which reads the first stage's best ``rerank`` pages: ``rerank``)."""
         ...
 
     def search_mode(self, mode: records.SearchMode | Literal["auto"] | None = None) -> records.SearchMode:

@@ -53,9 +53,9 @@ from ._records import (
     Upload,
     VersionInfo,
     check_prefetch,
-    check_rerank,
     display_name,
     parse_tags,
+    rerank_depth,
 )
 from ._store import VERSION_RE, Filter, PageStore, Store, open_store
 
@@ -266,10 +266,11 @@ class Index(Closing):
         (:meth:`search_mode` says which). On a collection with text every hit carries a snippet of its
         page's text around the query's terms, and with ``with_text`` the page's whole text (for a RAG
         caller: one round trip).
-        ``rerank`` (default: ``settings.rerank``; 0: off) adds a second stage: the first stage finds the
-        best ``rerank`` pages (at least ``k``), the reranker (``settings.rerank_model``) reads each with the
-        query, and the ``k`` it scores highest come back in its order, each with its ``rerank_score``
-        beside the first stage's ``score``; without a reranker named, :class:`~docvec.ConflictError`.
+        ``rerank`` (default: ``settings.rerank``, or ``k`` when that is more; 0: off) adds a second stage:
+        the first stage finds the best ``rerank`` pages (``k`` or more), the reranker
+        (``settings.rerank_model``) reads each with the query, and the ``k`` it scores highest come back
+        in its order, each with its ``rerank_score`` beside the first stage's ``score``; without a
+        reranker named, :class:`~docvec.ConflictError`.
         The query and ``k`` are checked before the model is loaded. Searching a collection nothing was
         indexed into raises :class:`~docvec.CollectionNotFoundError` saying so, and one whose vectors
         another model (or vector size) made :class:`~docvec.CollectionMismatchError`. A search under way
@@ -278,7 +279,7 @@ class Index(Closing):
         _search.check_search(query, k)
         if prefetch is not None:
             check_prefetch(prefetch)
-        depth = check_rerank(self.settings.rerank if rerank is None else rerank, k)
+        depth = rerank_depth(rerank, self.settings.rerank, k)
         reranker = self.reranker() if depth else None  # no reranker named: refused before any work
         for attempt in range(2):
             version = self._live.version(refresh=attempt > 0)

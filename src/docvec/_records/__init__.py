@@ -32,6 +32,7 @@ from ._rules import (
     display_name,
     parse_tag,
     parse_tags,
+    rerank_depth,
     shortened,
     tag_dict,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "display_name",
     "parse_tag",
     "parse_tags",
+    "rerank_depth",
     "shortened",
     "tag_dict",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "display_name",
     "parse_tag",
     "parse_tags",
+    "rerank_depth",
     "shortened",
     "tag_dict",
 ]
@@ -62,6 +63,15 @@ def check_rerank(rerank: object, k: int) -> int:
             "returns k of them; ask for rerank >= k"
         )
     return rerank
+
+
+def rerank_depth(rerank: int | None, default: int, k: int) -> int:
+    """How many pages a search for ``k`` reranks: ``rerank`` when it asks (checked: :func:`check_rerank`),
+    else the ``default`` (``DOCVEC_RERANK``), raised to ``k`` when the search wants more pages than that;
+    0: none."""
+    if rerank is None:
+        return max(default, k) if default else 0
+    return check_rerank(rerank, k)
 
 
 #: The most pages a hybrid search reranks.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, Strict
 from pydantic_core import PydanticCustomError
 
 from .._errors import InputError
@@ -13,6 +13,7 @@ from .._records import (
     DOC_ID_PATTERN,
     MAX_K,
     MAX_PREFETCH,
+    MAX_RERANK,
     QUERY_PATTERN,
     TAG_PATTERN,
     DocumentList,
@@ -25,6 +26,7 @@ from .._records import (
     check_k,
     check_prefetch,
     check_query,
+    check_rerank,
     parse_tag,
 )
 from ._jobs import Job
@@ -104,6 +106,24 @@ Prefetch = Annotated[
 ]
 
 
+def _check_rerank_range(rerank: object) -> None:
+    # the range only: rerank against k is checked by the search (Index.search), as without a server
+    check_rerank(rerank, 1)
+
+
+_RERANK = Field(
+    json_schema_extra={"minimum": 0, "maximum": MAX_RERANK},
+    description=(
+        "A second stage: the reranker reads the first stage's best this many pages (at least k) with the "
+        "query and the k it scores highest come back in its order; 0: none; default: the server's "
+        "DOCVEC_RERANK. A server without a reranker (DOCVEC_RERANK_MODEL) answers 409."
+    ),
+)
+Rerank = Annotated[int | None, _RERANK, _rule(_check_rerank_range)]
+#: in a JSON body, strict: true is not a number of pages (the query string's "20" is parsed)
+StrictRerank = Annotated[Annotated[int, Strict()] | None, _RERANK, _rule(_check_rerank_range)]
+
+
 def _absolute(path: str) -> None:
     # a server's folder for a relative path would be its working folder: no client means that
     if not path.startswith("/") or len(path) > 4096:
@@ -123,6 +143,7 @@ class SearchRequest(BaseModel):
     prefetch: Prefetch = None
     # strict in a JSON body: 0 or "yes" is not a boolean there (the query string's "true" is parsed)
     with_text: Annotated[WithText, Field(strict=True)] = False
+    rerank: StrictRerank = None
 
 
 class SearchParams(BaseModel):
@@ -145,6 +166,7 @@ class SearchParams(BaseModel):
     mode: Mode = None
     prefetch: Prefetch = None
     with_text: WithText = False
+    rerank: Rerank = None
 
     def to_filter(self) -> SearchFilter | None:
         """The filter these parameters ask for, checked as ``--filter`` is (a bad one is a 400)."""
@@ -188,6 +210,16 @@ class SearchResponse(BaseModel):
     mode: SearchMode = Field(
         description="How the pages were scored: the modes that answered (dense+text: both rankings, fused)."
     )
+    rerank: int = Field(
+        0,
+        ge=0,
+        le=MAX_RERANK,
+        description=(
+            "The second stage's depth: the reranker read the first stage's best this many pages (all there "
+            "were, when fewer matched) and the hits are in its order, each with its rerank_score; 0: the "
+            "search was not reranked."
+        ),
+    )
     hits: list[SearchHitOut]
 
 
@@ -229,6 +261,16 @@ class HealthResponse(BaseModel):
         None, description="Whether the collection keeps its pages' text (keyword and fused searches need it)."
     )
     search_mode: str | None = Field(None, description="How a search that names no mode scores pages.")
+    reranker: str | None = Field(
+        None,
+        description=(
+            "The reranker searches may ask for (rerank), as named by DOCVEC_RERANK_MODEL; null: none, a "
+            "search that asks to rerank is refused (409)."
+        ),
+    )
+    rerank: int = Field(
+        0, ge=0, le=MAX_RERANK, description="How deep a search that says nothing of rerank reranks (0: not)."
+    )
     detail: str | None = None
 
 

@@ -26,6 +26,7 @@ from .._records import (
     SearchFilter,
     Upload,
     parse_tags,
+    rerank_depth,
 )
 from . import _models as models
 from ._jobs import Job, Jobs, Progress
@@ -66,7 +67,13 @@ def search_page() -> HTMLResponse:
 def healthz(request: Request) -> JSONResponse:
     """200 when the model is loaded and the store answers, else 503."""
     index = _index(request)
-    out = models.HealthResponse(status="ok", model=index.model, collection=index.collection)
+    out = models.HealthResponse(
+        status="ok",
+        model=index.model,
+        collection=index.collection,
+        reranker=index.settings.rerank_model or None,
+        rerank=index.settings.rerank,
+    )
     try:
         out.pages = index.count()
         out.search_mode = index.search_mode()
@@ -75,7 +82,9 @@ def healthz(request: Request) -> JSONResponse:
         out.text = auto.endswith("text")
     except StoreError as e:
         out.status, out.detail = "unavailable", request.app.state.redact(str(e))
-    return JSONResponse(out.model_dump(exclude_none=True), 200 if out.status == "ok" else 503)
+    # the reranker is said either way: null, a server without one (the search page hides its switch)
+    body = {**out.model_dump(exclude_none=True), "reranker": out.reranker}
+    return JSONResponse(body, 200 if out.status == "ok" else 503)
 
 
 def _search(
@@ -86,26 +95,33 @@ def _search(
     mode: str | None,
     prefetch: int | None,
     with_text: bool,
+    rerank: int | None,
 ) -> models.SearchResponse:
     chosen = index.search_mode(mode)  # type: ignore[arg-type]
-    hits = index.search(query, k, flt, mode=chosen, prefetch=prefetch, with_text=with_text)
+    depth = rerank_depth(rerank, index.settings.rerank, k)
+    hits = index.search(query, k, flt, mode=chosen, prefetch=prefetch, with_text=with_text, rerank=depth)
     out = [_shown(index, models.SearchHitOut.from_hit(h)) for h in hits]
-    return models.SearchResponse(query=query, k=k, mode=chosen, hits=out)
+    return models.SearchResponse(query=query, k=k, mode=chosen, rerank=depth, hits=out)
 
 
 @router.post("/search", response_model=models.SearchResponse)
 def search_post(request: Request, body: models.SearchRequest) -> models.SearchResponse:
-    """The pages that best match a query, best first, optionally within a document or tags."""
+    """The pages that best match a query, best first, optionally within a document or tags, and reranked
+    (``rerank``: 409 from a server without a reranker)."""
     index = _index(request)
-    return _search(index, body.query, body.k, body.filter, body.mode, body.prefetch, body.with_text)
+    return _search(
+        index, body.query, body.k, body.filter, body.mode, body.prefetch, body.with_text, body.rerank
+    )
 
 
 @router.get("/search", response_model=models.SearchResponse)
 def search_get(request: Request, params: Annotated[models.SearchParams, Query()]) -> models.SearchResponse:
-    """``GET /search?q=...&k=...&doc_id=...&source=...&tag=key=value``: the same search, for links and
-    quick tries."""
+    """``GET /search?q=...&k=...&doc_id=...&source=...&tag=key=value&rerank=...``: the same search, for
+    links and quick tries."""
     index, flt = _index(request), params.to_filter()
-    return _search(index, params.q, params.k, flt, params.mode, params.prefetch, params.with_text)
+    return _search(
+        index, params.q, params.k, flt, params.mode, params.prefetch, params.with_text, params.rerank
+    )
 
 
 @router.get("/documents", response_model=DocumentList)
