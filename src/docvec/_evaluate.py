@@ -4,7 +4,9 @@ The folder holds ``queries.jsonl`` (``{"_id": ..., "text": ...}`` a line), ``cor
 PDFs) and ``qrels.tsv`` (query-id, corpus-id, score; an optional header line). A corpus-id is a file's
 stem (an image, or page 1 of a PDF) or ``stem#N`` for page N of a PDF. The corpus is ingested into a fresh
 temporary data folder, so the user's own index is never touched, and every query goes through
-:meth:`docvec.Index.search`, the path the CLI and the API use.
+:meth:`docvec.Index.search`, the path the CLI and the API use. With ``rerank`` every mode is scored twice:
+as it is, and with the reranker's second stage over its best ``rerank`` pages (``dense`` and
+``dense+rerank20``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._config import Settings
-from ._errors import InputError
+from ._errors import ConfigError, InputError
 from ._index import Index
 from ._model._embedder import Embedder
 from ._pipeline._sources import discover
-from ._records import Hit, SearchMode, check_k
+from ._records import Hit, SearchMode, check_k, check_rerank
 
 log = logging.getLogger("docvec")
 
@@ -36,6 +38,7 @@ __all__ = [
     "load_dataset",
     "ndcg_at",
     "recall_at",
+    "reranked_mode",
 ]
 
 #: nDCG is reported at this cut-off (ViDoRe's headline metric), recall at the caller's k
@@ -126,6 +129,11 @@ class QueryResult:
     recall: float
 
 
+def reranked_mode(mode: str, rerank: int) -> str:
+    """The name a mode's scores with the second stage go by in a report: ``dense+rerank20``."""
+    return f"{mode}+rerank{rerank}"
+
+
 @dataclass(frozen=True)
 class ModeScores:
     """One search mode's mean nDCG@5 and recall@k over the judged queries."""
@@ -137,7 +145,8 @@ class ModeScores:
 @dataclass
 class EvalReport:
     """Mean nDCG@5 and recall@k over the judged queries (of the first mode asked for, and of each in
-    ``modes``), with what was indexed and what failed."""
+    ``modes``), with what was indexed and what failed. With ``rerank``, ``modes`` holds each mode twice:
+    as it is, and reranked (:func:`reranked_mode`: ``dense+rerank20``)."""
 
     k: int
     queries: int
@@ -149,8 +158,10 @@ class EvalReport:
     #: corpus-ids judged relevant that name no page of the corpus (a missing file, a page past its end)
     unknown_judged: list[str] = field(default_factory=list)
     per_query: list[QueryResult] = field(default_factory=list)
-    #: every mode asked for, as it ran (``auto`` resolved)
+    #: every mode asked for, as it ran (``auto`` resolved), each followed by its reranked run with ``rerank``
     modes: dict[str, ModeScores] = field(default_factory=dict)
+    #: the pages the reranker read per query (the first stage's best), 0: no second stage
+    rerank: int = 0
 
     def to_dict(self, *, per_query: bool = False) -> dict[str, Any]:
         """A JSON-able dict; the per-query rankings only when asked."""
@@ -163,6 +174,7 @@ class EvalReport:
             "documents_failed": self.documents_failed,
             "queries_unjudged": self.queries_unjudged,
             "unknown_judged": len(self.unknown_judged),
+            "rerank": self.rerank,
             "modes": {
                 m: {"ndcg@5": v.ndcg_at_5, f"recall@{self.k}": v.recall_at_k} for m, v in self.modes.items()
             },
@@ -183,10 +195,16 @@ def evaluate(
     k: int = 10,
     embedder: Embedder | None = None,
     modes: Sequence[SearchMode | Literal["auto"]] = ("auto",),
+    rerank: int = 0,
 ) -> EvalReport:
     """Index ``folder``'s corpus into a temporary store, run every judged query in each search mode of
     ``modes``, return the metrics (a multi-vector collection when a mode needs one: the same pages serve
     every mode).
+
+    ``rerank`` (``k`` to 100; 0: none) runs every mode a second time with the reranker
+    (``settings.rerank_model``) over its best ``rerank`` pages: its scores go under
+    ``reranked_mode(mode, rerank)`` beside the mode's own. The first runs never rerank, whatever
+    ``settings.rerank`` says.
 
     Queries without a relevant judgement (score > 0) are not scored (as BEIR does) and are counted in
     ``queries_unjudged``; judged corpus-ids that name no page of the corpus are listed in
@@ -194,6 +212,12 @@ def evaluate(
     are refused. ``embedder`` lets a caller reuse an open model; otherwise ``settings.model`` is opened.
     """
     check_k(k)
+    check_rerank(rerank, k)
+    if rerank and not settings.rerank_model:
+        raise ConfigError(
+            "scoring with the second stage needs a reranker: set DOCVEC_RERANK_MODEL (or `docvec eval "
+            "--rerank-model`), e.g. qwen3-vl-reranker-2b after `docvec models pull qwen3-vl-reranker-2b`"
+        )
     data = load_dataset(folder)
     files = discover([data.corpus]).files
     stems: dict[str, Path] = {}
@@ -214,6 +238,8 @@ def evaluate(
             update["multivector"] = True
         s = settings.model_copy(update=update)
         with Index.open(s, embedder=embedder) as index:
+            if rerank:
+                index.reranker()  # a reranker that cannot load fails before the corpus is indexed
             report = index.add([data.corpus])
             pages = {
                 Path(d.source).stem: d.page_count for d in index.documents(limit=len(files) or 1).documents
@@ -221,17 +247,22 @@ def evaluate(
             by_mode: dict[str, list[QueryResult]] = {}
             for asked in modes:
                 mode = index.search_mode(asked)
-                results = by_mode.setdefault(mode, [])
-                for qid in sorted(judged):
-                    ranked = [_hit_id(h) for h in index.search(data.queries[qid], k, mode=mode)]
-                    results.append(
-                        QueryResult(
-                            query_id=qid,
-                            ranked=ranked,
-                            ndcg_at_5=ndcg_at(ranked, judged[qid], NDCG_K),
-                            recall=recall_at(ranked, judged[qid], k),
+                runs = [(mode, 0)] + ([(reranked_mode(mode, rerank), rerank)] if rerank else [])
+                for name, depth in runs:
+                    if name in by_mode:  # asked twice (auto and what it resolves to): scored once
+                        continue
+                    results = by_mode[name] = []
+                    for qid in sorted(judged):
+                        hits = index.search(data.queries[qid], k, mode=mode, rerank=depth)
+                        ranked = [_hit_id(h) for h in hits]
+                        results.append(
+                            QueryResult(
+                                query_id=qid,
+                                ranked=ranked,
+                                ndcg_at_5=ndcg_at(ranked, judged[qid], NDCG_K),
+                                recall=recall_at(ranked, judged[qid], k),
+                            )
                         )
-                    )
     scores = {
         mode: ModeScores(
             ndcg_at_5=sum(r.ndcg_at_5 for r in rs) / len(rs) if rs else 0.0,
@@ -259,4 +290,5 @@ def evaluate(
         unknown_judged=unknown,
         per_query=results,
         modes=scores,
+        rerank=rerank,
     )

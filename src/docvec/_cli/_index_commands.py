@@ -22,6 +22,7 @@ from rich.text import Text
 
 from .._contract import IndexLike
 from .._errors import ConfigError, StoreError
+from .._fileio import MB
 from .._index import Index
 from .._records import DocumentSummary, IngestReport, SearchFilter, counted, shortened
 from ._common import (
@@ -242,19 +243,36 @@ def search(
         bool,
         typer.Option("--with-text", help="Give each hit's whole page text too (--json: its text field)."),
     ] = False,
+    rerank: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="A second stage: the reranker (DOCVEC_RERANK_MODEL) reads the first stage's best N pages "
+            "(k to 100) with the query and orders them again; 0: off (default: DOCVEC_RERANK, 0; k when "
+            "that is more).",
+            show_default=False,
+        ),
+    ] = None,
     collection: CollectionOption = None,
     model: ModelOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Find the pages that best match a text query, with a snippet of each page's text where the
-    collection keeps text (--json: a list of hits, schemas/search-hits.schema.json)."""
+    collection keeps text; reranked, each hit has its rerank score too (--json: a list of hits,
+    schemas/search-hits.schema.json)."""
     s = settings(model=model, collection=collection)
     with errors():
         flt = SearchFilter.parse(filter_ or ())
         # the query and -k are checked before the model is loaded: a typo costs no loading
         with read_index(s) as index:
             hits = index.search(
-                query, k, flt, mode=mode.value if mode else None, prefetch=prefetch, with_text=with_text
+                query,
+                k,
+                flt,
+                mode=mode.value if mode else None,
+                prefetch=prefetch,
+                with_text=with_text,
+                rerank=rerank,
             )
     if as_json:
         sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits]) + "\n")
@@ -262,15 +280,19 @@ def search(
     if not hits:
         err.print("no matching pages")
         return
+    # reranked: the reranker's score (the order) first, then the first stage's
+    reranked = any(h.rerank_score is not None for h in hits)
     table = Table(
         "rank",
+        *(["rerank"] if reranked else []),
         "score",
         Column("document", overflow="fold"),
         "page",
         Column("doc_id", no_wrap=True, min_width=32),
     )
     for rank, h in enumerate(hits, start=1):
-        table.add_row(str(rank), f"{h.score:+.4f}", h.name, str(h.page), h.doc_id)
+        second = [f"{h.rerank_score:.4f}" if h.rerank_score is not None else "-"] if reranked else []
+        table.add_row(str(rank), *second, f"{h.score:+.4f}", h.name, str(h.page), h.doc_id)
     out.print(table)
     for rank, h in enumerate(hits, start=1):
         if h.snippet is not None or h.text is not None:
@@ -294,16 +316,35 @@ def eval_(
         list[SearchModeChoice] | None,
         typer.Option(help="Search mode(s) to score, on the same index (repeatable) [default: auto]"),
     ] = None,
+    rerank: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            help="Also score each mode with the second stage: the reranker reads its best N pages (k to "
+            "100) with the query (a column MODE+rerankN beside MODE); 0: no second stage.",
+        ),
+    ] = 0,
+    rerank_model: Annotated[
+        str | None,
+        typer.Option(
+            help="The reranker for --rerank: a model folder, LM,MMPROJ pair or registry name "
+            "(default: DOCVEC_RERANK_MODEL).",
+            show_default=False,
+        ),
+    ] = None,
     model: ModelOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Measure retrieval quality (nDCG@5, recall@k) on a dataset, indexed into a temporary store, per
-    search mode (--json: the metrics as one object, each mode's under "modes")."""
+    search mode, and with --rerank per mode with the reranker's second stage too (--json: the metrics as
+    one object, each mode's under "modes", a reranked one as "MODE+rerankN")."""
     from .._evaluate import evaluate
 
-    s = settings(model=model)
+    s = settings(model=model, rerank_model=rerank_model)
     with errors():
-        report = evaluate(dataset, s, k=k, modes=[m.value for m in mode or [SearchModeChoice.auto]])
+        report = evaluate(
+            dataset, s, k=k, modes=[m.value for m in mode or [SearchModeChoice.auto]], rerank=rerank
+        )
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict()) + "\n")
         return
@@ -354,7 +395,8 @@ def serve(
             f"docvec serves {base}/ (search page) and {base}/docs (API)\n"
             f"  collection {s.collection!r} in {store}: {index.count()} pages\n"
             f"  model {index.model} ({index.embedder.files.language_model.name}); "
-            + ("API key required (X-API-Key)" if s.api_key else "no API key (DOCVEC_API_KEY unset)"),
+            + ("API key required (X-API-Key)" if s.api_key else "no API key (DOCVEC_API_KEY unset)")
+            + _reranker_line(index),
             highlight=False,
             soft_wrap=True,
         )
@@ -376,6 +418,30 @@ def serve(
     finally:
         sock.close()
         index.close()
+
+
+def _reranker_line(index: Index) -> str:
+    """The banner's line about the reranker (loaded by :meth:`Index.prepare`), or nothing without one."""
+    s = index.settings
+    if not s.rerank_model:
+        return ""
+    rr = index.reranker()
+    default = (
+        f"{s.rerank} pages a search by default, k when it asks for more (DOCVEC_RERANK)"
+        if s.rerank
+        else "only searches that ask for it rerank (DOCVEC_RERANK=0)"
+    )
+    return (
+        f"\n  reranker {s.rerank_model} ({rr.files.language_model.name}): {_size(rr.weights_bytes)} of "
+        f"weights (memory-mapped), {default}"
+    )
+
+
+def _size(n: int) -> str:
+    """A size in bytes for people: 4.3 GB, 812 MB, 1.2 MB."""
+    if n >= 1024 * MB:
+        return f"{n / (1024 * MB):.1f} GB"
+    return f"{n // MB} MB" if n >= 10 * MB else f"{n / MB:.1f} MB"
 
 
 def _listen(host: str, port: int) -> socket.socket:

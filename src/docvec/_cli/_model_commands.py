@@ -1,4 +1,4 @@
-"""The commands over models: embed, and models tiny, convert, pull and list."""
+"""The commands over models: embed, rerank, and models tiny, convert, pull and list."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from .._config import EmbedSettings, Settings
-from .._errors import ConfigError
+from .._errors import ConfigError, InputError, ModelMismatchError
 from .._model._registry import TINY_ARCH, TINY_ARCHES
+from .._records import check_query
 from ._common import JsonFlag, ModelOption, app, err, errors, models_app, out, settings
 
 __all__: list[str] = []  # commands register themselves on the app
@@ -99,6 +100,82 @@ def embed(
         head = " ".join(f"{x:+.4f}" for x in v[:6])
         extra = [f"{tokens[i].shape[0]} x {tokens[i].shape[1]}"] if multivector else []
         table.add_row(k, t, str(len(v)), f"[{head} ...]", *extra)
+    out.print(table)
+
+
+@app.command()
+def rerank(
+    query: Annotated[str | None, typer.Option("--query", "-q", help="The search query.")] = None,
+    image: Annotated[
+        list[Path] | None, typer.Option("--image", "-i", help="A page image to score (repeatable).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="The reranker: a model folder, LM,MMPROJ pair or registry name, e.g. qwen3-vl-reranker-2b "
+            "(default: DOCVEC_RERANK_MODEL).",
+            show_default=False,
+        ),
+    ] = None,
+    instruction: Annotated[
+        str | None, typer.Option(help="The task instruction (default: the model's own).")
+    ] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Score page images against a query with a reranker (the second stage of a search): the model's
+    probability, 0 to 1, that each page meets the query, in the order given, with each one's rank (--json:
+    a list of {image, score})."""
+    from .._model._images import load_image
+    from .._model._reranker import Reranker
+
+    s = settings(rerank_model=model)
+    with errors():
+        if not s.rerank_model:
+            raise ConfigError(
+                "no reranker: give --model or set DOCVEC_RERANK_MODEL (e.g. qwen3-vl-reranker-2b, after "
+                "`docvec models pull qwen3-vl-reranker-2b`)"
+            )
+        if query is None:
+            raise InputError("give the query with --query")
+        check_query(query)
+        if instruction is not None and not instruction.strip():
+            raise InputError("the instruction (--instruction) is empty")
+        if not image:
+            raise InputError("give at least one page image with --image")
+        es = _embed_settings(s, threads=threads)
+        budget = s.render.max_memory_mb << 20  # the one image decoding limit, as in the render workers
+        # decoded before the model loads: a typo or a bad file costs no loading
+        pages = []
+        for i, path in enumerate(image):
+            try:
+                pages.append(load_image(path, budget=budget))
+            except InputError as e:
+                raise InputError(e.reason, index=i, item=e.item or str(path)) from None
+        try:
+            rr = Reranker.open(
+                s.rerank_model,
+                es,
+                max_pixels=s.rerank_max_pixels,
+                cache_dir=s.cache_dir,
+                decode_budget=budget,
+            )
+        except ModelMismatchError as e:
+            named = s.rerank_model in str(e)  # a folder names the GGUF under it
+            raise ModelMismatchError(str(e) if named else f"{s.rerank_model}: {e}") from None
+        with rr:
+            scores = rr.score(query, pages, instruction=instruction)
+    if as_json:
+        rows = [{"image": str(p), "score": float(x)} for p, x in zip(image, scores, strict=True)]
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    ranks = np.empty(len(scores), int)
+    ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
+    table = Table(Column("image", overflow="fold"), "score", "rank")
+    for path, score, rank in zip(image, scores, ranks, strict=True):
+        table.add_row(str(path), f"{score:.4g}", str(rank))
     out.print(table)
 
 

@@ -7,7 +7,7 @@ missing, truncated or mislabelled file into an error that names the file and say
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -30,6 +30,26 @@ class GGUFInfo:
     data_start: int = 0
     #: each tensor's bytes: (offset from ``data_start``, size), in the header's order
     tensors: tuple[tuple[int, int], ...] = ()
+    #: each tensor by name: its ggml type, its shape (ggml order: the row length first) and its index in
+    #: :attr:`tensors`
+    layout: dict[str, tuple[int, tuple[int, ...], int]] = field(default_factory=dict)
+
+    def tensor(self, name: str) -> tuple[int, tuple[int, ...], bytes]:
+        """The ggml type, shape (ggml order) and bytes of the tensor ``name``, read from the file (a
+        :class:`ModelFileError` when it has none)."""
+        if name not in self.layout:
+            raise ModelFileError(self.path, f"no tensor {name}")
+        ttype, shape, i = self.layout[name]
+        offset, size = self.tensors[i]
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.data_start + offset)
+                data = f.read(size)
+        except OSError as e:
+            raise ModelFileError(self.path, f"cannot read: {e.strerror or e}") from None
+        if len(data) != size:
+            raise ModelFileError(self.path, f"truncated: tensor {name} is cut short")
+        return ttype, shape, data
 
     @property
     def is_mmproj(self) -> bool:
@@ -65,7 +85,7 @@ def read_gguf_info(path: Path) -> GGUFInfo:
             magic = f.read(4)
             if magic != _GGUF_MAGIC:
                 raise ModelFileError(path, "not a GGUF file (bad magic bytes)" if size else "empty file")
-            meta, data_start, tensors = _read_header(f)
+            meta, data_start, tensors, layout = _read_header(f)
     except ModelFileError:
         raise
     except OSError as e:
@@ -78,7 +98,9 @@ def read_gguf_info(path: Path) -> GGUFInfo:
     arch = meta.get("general.architecture")
     if not isinstance(arch, str):
         raise ModelFileError(path, "GGUF has no general.architecture")
-    return GGUFInfo(path=path, architecture=arch, metadata=meta, data_start=data_start, tensors=tensors)
+    return GGUFInfo(
+        path=path, architecture=arch, metadata=meta, data_start=data_start, tensors=tensors, layout=layout
+    )
 
 
 # A small reader of the GGUF header (spec: ggml/docs/gguf.md) rather than gguf.GGUFReader, which decodes every
@@ -139,9 +161,11 @@ def _read_value(f: BinaryIO, vtype: int, keep: bool) -> Any:
     return items if keep else None
 
 
-def _read_header(f: BinaryIO) -> tuple[dict[str, Any], int, tuple[tuple[int, int], ...]]:
-    """Metadata (large arrays such as the vocabulary skipped), the byte where tensor data starts, and each
-    tensor's (offset from there, size)."""
+def _read_header(
+    f: BinaryIO,
+) -> tuple[dict[str, Any], int, tuple[tuple[int, int], ...], dict[str, tuple[int, tuple[int, ...], int]]]:
+    """Metadata (large arrays such as the vocabulary skipped), the byte where tensor data starts, each
+    tensor's (offset from there, size), and each tensor's name, type, shape and index."""
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
     version = _read(f, "<I")
@@ -159,17 +183,20 @@ def _read_header(f: BinaryIO) -> tuple[dict[str, Any], int, tuple[tuple[int, int
         if keep:
             meta[key] = value
     tensors = []
-    for _ in range(n_tensors):
-        _read_str(f)
+    layout: dict[str, tuple[int, tuple[int, ...], int]] = {}
+    for i in range(n_tensors):
+        name = _read_str(f)
         n_dims = _read(f, "<I")
         if n_dims > 8:
             raise _HeaderError(f"tensor with {n_dims} dimensions")
+        shape = tuple(_read(f, "<Q") for _ in range(n_dims))
         n_elems = 1
-        for _ in range(n_dims):
-            n_elems *= _read(f, "<Q")
+        for n in shape:
+            n_elems *= n
         ttype, offset = _read(f, "<I"), _read(f, "<Q")
         block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ttype)]
         tensors.append((offset, n_elems // block * type_size))
+        layout[name] = (ttype, shape, i)
     align = int(meta.get("general.alignment", 32))
     data_start = -(-f.tell() // align) * align
-    return meta, data_start, tuple(tensors)
+    return meta, data_start, tuple(tensors), layout

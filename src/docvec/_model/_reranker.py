@@ -300,7 +300,7 @@ def _read_direction(info: GGUFInfo, labels: list[str], profile: RerankerProfile)
                 f"{info.path}: its classifier rows are {labels}, not the {profile.yes!r} and {profile.no!r} "
                 f"answers {profile.name} scores with"
             )
-    rows = _classifier_rows(info.path)
+    rows = _classifier_rows(info)
     if rows.shape[0] != len(labels):
         raise ModelFileError(info.path, f"{CLASSIFIER} has {rows.shape[0]} rows for {len(labels)} labels")
     d = rows[labels.index(profile.yes)] - rows[labels.index(profile.no)]
@@ -309,17 +309,18 @@ def _read_direction(info: GGUFInfo, labels: list[str], profile: RerankerProfile)
     return np.asarray(d, np.float32)
 
 
-def _classifier_rows(path: Path) -> npt.NDArray[np.float32]:
-    """The classifier tensor of a GGUF as float32 rows (n_labels, width), whatever its stored type."""
-    from gguf import GGUFReader
+def _classifier_rows(info: GGUFInfo) -> npt.NDArray[np.float32]:
+    """The classifier tensor of a GGUF as float32 rows (n_labels, width), whatever its stored type: read
+    through docvec's header reader, which skips the vocabulary (gguf.GGUFReader decodes it: seconds)."""
+    from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
+    if CLASSIFIER not in info.layout:
+        raise ModelFileError(info.path, f"a reranker GGUF without its classifier tensor ({CLASSIFIER})")
+    ttype, shape, data = info.tensor(CLASSIFIER)
+    width, n_rows = shape[0], (shape[1] if len(shape) > 1 else 1)
     try:
-        reader = GGUFReader(path)
-    except (OSError, ValueError) as e:
-        raise ModelFileError(path, f"cannot read its tensors: {e}") from None
-    for t in reader.tensors:
-        if t.name == CLASSIFIER:
-            rows = dequantize(np.asarray(t.data), t.tensor_type)
-            return np.asarray(rows, np.float32).reshape(int(t.shape[1]) if len(t.shape) > 1 else 1, -1)
-    raise ModelFileError(path, f"a reranker GGUF without its classifier tensor ({CLASSIFIER})")
+        rows = dequantize(np.frombuffer(data, np.uint8), GGMLQuantizationType(ttype))
+    except (ValueError, NotImplementedError) as e:
+        raise ModelFileError(info.path, f"{CLASSIFIER} of type {ttype} cannot be read: {e}") from None
+    return np.asarray(rows, np.float32).reshape(n_rows, width)
