@@ -1,6 +1,6 @@
 """Shared fixtures: the tiny random-weight models (a Qwen2.5-VL with jina-embeddings-v4's head, a
-Qwen3-VL-Embedding and a Qwen3-VL-Reranker), built and converted once per session with the tools users run (each converted model
-is a session fixture: conversions are the suite's costliest set-up)."""
+Qwen3-VL-Embedding and a Qwen3-VL-Reranker), built and converted once per session with the tools users
+run (each converted model is a session fixture: conversions are the suite's costliest set-up)."""
 
 from __future__ import annotations
 

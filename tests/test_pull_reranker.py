@@ -77,3 +77,25 @@ def test_pull_converts_the_checkpoint_as_a_reranker(
     page = Image.fromarray(np.full((320, 320, 3), 180, np.uint8))
     with Reranker(pulled, EmbedSettings(threads=2)) as ours:
         assert np.allclose(ours.score("total", [page]), reranker.score("total", [page]), atol=1e-6)
+
+
+def test_models_convert_makes_a_reranker_when_told_or_when_the_card_says_so(
+    tmp_path: Path, reranker_dir: Path, cache_dir: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from docvec._cli import app
+
+    env = {"DOCVEC_CACHE_DIR": str(cache_dir), "COLUMNS": "200"}
+    hf = reranker_dir / "hf"  # a folder named "hf", no card: an embedding model unless told
+    plain = CliRunner().invoke(
+        app, ["models", "convert", str(hf), str(tmp_path / "plain"), "--outtype", "f16"], env=env
+    )
+    assert plain.exit_code == 0, plain.output
+    assert not read_gguf_info(next((tmp_path / "plain").glob("hf-F16.gguf"))).is_reranker
+    told = CliRunner().invoke(
+        app, ["models", "convert", str(hf), str(tmp_path / "told"), "--outtype", "f16", "--reranker"], env=env
+    )
+    assert told.exit_code == 0, told.output
+    assert "DOCVEC_RERANK_MODEL=" in told.output
+    assert read_gguf_info(next((tmp_path / "told").glob("hf-F16.gguf"))).is_reranker

@@ -171,7 +171,9 @@ def test_query_flow_writes_json_lines(
         ("signature page", 2, 2),
         ("balance sheet", 4, 4),
     ]
-    assert {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text", "rerank_score"} == set(rows[0]["hits"][0])
+    assert {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text", "rerank_score"} == set(
+        rows[0]["hits"][0]
+    )
 
 
 def test_cli_search_before_anything_is_indexed(indexed: Settings, tmp_path: Path) -> None:

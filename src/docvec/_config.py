@@ -304,6 +304,12 @@ class Settings(BaseSettings):
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     render: RenderSettings = Field(default_factory=RenderSettings)
 
+    @field_validator("rerank_model")
+    @classmethod
+    def _empty_is_none(cls, value: str | None) -> str | None:
+        # an empty DOCVEC_RERANK_MODEL (docker-compose's way of leaving it unset) names no reranker
+        return value or None
+
     @model_validator(mode="after")
     def _reranker_named(self) -> Settings:
         if self.rerank and not self.rerank_model:

@@ -225,10 +225,21 @@ def models_convert(
         str,
         typer.Option(help="The LoRA task merged into the multi-vector head when its adapter has several."),
     ] = "retrieval",
+    reranker: Annotated[
+        bool | None,
+        typer.Option(
+            "--reranker/--no-reranker",
+            help="Convert it as a reranker (Qwen3-VL-Reranker: its head's yes/no rows kept as the "
+            "classifier) or as an embedding model; default: a reranker when the folder's name or its "
+            "README's title says so.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Convert a checkpoint into a language-model GGUF and an mmproj GGUF (and quantizations), and its
     multi-vector head (jina-embeddings-v4's multi_vector_projector, LoRA merged) into
     multivector-head.gguf when it has one."""
+    from .._model._gguf import read_gguf_info
     from .._tools._convert import convert_checkpoint, default_outtype
     from .._tools._toolchain import LlamaCppSource
 
@@ -244,9 +255,14 @@ def models_convert(
             quantize=tuple(quantize or ()),
             threads=s.embed.threads,
             head_task=head_task,
+            reranker=reranker,
         )
     out.print(f"language    {res.main.language_model}\nmmproj      {res.main.mmproj}")
-    if res.main.head is not None:
+    if read_gguf_info(res.main.language_model).is_reranker:
+        out.print(
+            f"a reranker: use it with DOCVEC_RERANK_MODEL={res.main.language_model.parent}", highlight=False
+        )
+    elif res.main.head is not None:
         out.print(f"head        {res.main.head}")
     else:
         out.print("head        none: the checkpoint has no multi_vector_projector (single vectors only)")
