@@ -70,7 +70,13 @@ pytestmark = pytest.mark.usefixtures("offline")
 
 
 def test_registry_names() -> None:
-    assert registry.registry_names() == ["jina-v4", "qwen3-vl-embedding-2b", "qwen3-vl-embedding-8b"]
+    assert registry.registry_names() == [
+        "jina-v4",
+        "qwen3-vl-embedding-2b",
+        "qwen3-vl-embedding-8b",
+        "qwen3-vl-reranker-2b",
+        "qwen3-vl-reranker-8b",
+    ]
     assert registry.get_model("JINA-V4") is MODEL
 
 

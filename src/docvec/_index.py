@@ -33,6 +33,7 @@ from ._errors import (
 from ._fileio import MB
 from ._live import RESOLVE_EVERY, LiveVersion, new_renderer, target_text
 from ._model import Embedder, Reranker
+from ._model._registry import reranker_names
 from ._pipeline import _documents, _gc, _rerank, _search
 from ._pipeline._ingest import PageFn, ProgressFn
 from ._pipeline._parts import Parts
@@ -154,9 +155,10 @@ class Index(Closing):
             if self._reranker is None:
                 model = self.settings.rerank_model
                 if not model:
+                    name = reranker_names()[0]
                     raise ConflictError(
-                        "this index has no reranker: set DOCVEC_RERANK_MODEL (e.g. qwen3-vl-reranker-2b, "
-                        "after `docvec models pull qwen3-vl-reranker-2b`) to rerank searches"
+                        f"this index has no reranker: set DOCVEC_RERANK_MODEL (e.g. {name}, after `docvec "
+                        f"models pull {name}`) to rerank searches"
                     )
                 log.info("loading the reranker %s", model)
                 self._reranker = Reranker.open(

@@ -51,6 +51,7 @@ __all__ = [
     "quant_key",
     "ref_file",
     "registry_names",
+    "reranker_names",
     "tiny_arch",
     "tiny_model_dir",
     "tiny_stamp",
@@ -308,6 +309,11 @@ REGISTRY["qwen3-vl-reranker-8b"] = _qwen3_vl("Reranker", "8B", "main", 4096)
 def registry_names() -> list[str]:
     """The names :func:`pull` accepts, sorted."""
     return sorted(REGISTRY)
+
+
+def reranker_names() -> list[str]:
+    """The registry's rerankers, smallest first (as sorted by name)."""
+    return [n for n in registry_names() if REGISTRY[n].kind == "reranker"]
 
 
 def get_model(name: str) -> RegistryModel:

@@ -1,6 +1,6 @@
 """A second stage: a reranker that reads a query and a page image together and scores the pair.
 
->>> with Reranker.open("qwen3-vl-reranker-2b") as rr:                   # doctest: +SKIP
+>>> with Reranker.open("path/to/reranker") as rr:                       # doctest: +SKIP
 ...     rr.score("total amount due", ["page-1.png", "page-2.png"])    # array([0.93, 0.04])
 
 The model is a vision-language model asked whether the page meets the query (:class:`RerankerProfile`:
@@ -150,7 +150,8 @@ class Reranker(Closing):
         decode_budget: int = DECODE_BUDGET_MB << 20,
     ) -> Reranker:
         """A reranker for a model folder, a ``"LM.gguf,MMPROJ.gguf"`` pair or a registry name
-        (``qwen3-vl-reranker-2b``, found in docvec's cache folder ``cache_dir`` once pulled)."""
+        (``docvec models list`` shows the rerankers; found in docvec's cache folder ``cache_dir`` once
+        pulled)."""
         files, lm, mm = resolve_model(model, cache_dir=cache_dir)
         return cls(files, settings, max_pixels=max_pixels, headers=(lm, mm), decode_budget=decode_budget)
 
@@ -285,8 +286,9 @@ def _classifier_labels(info: GGUFInfo) -> list[str]:
     if not info.is_reranker or not isinstance(labels, list):
         raise ModelMismatchError(
             f"{info.path} is not a reranker: its GGUF has no rank pooling and no classifier labels, as "
-            "llama.cpp's converter writes for a reranker checkpoint. Get one with `docvec models pull "
-            "qwen3-vl-reranker-2b`, or convert a Qwen3-VL-Reranker checkpoint with `docvec models convert`"
+            "llama.cpp's converter writes for a reranker checkpoint. Get one with `docvec models pull` "
+            "(`docvec models list` shows the rerankers), or convert a reranker's checkpoint with "
+            "`docvec models convert --reranker`"
         )
     return [str(x) for x in labels]
 
