@@ -49,6 +49,9 @@ def test_a_reranker_checkpoint_is_told_by_its_name_or_its_cards_title(tmp_path: 
     # the embedding model's card names the reranker in later headings: its title decides
     (card / "README.md").write_text("# Qwen3-VL-Embedding-2B\n\n## Qwen3-VL-Reranker\n# Qwen3-VL-Reranker\n")
     assert not is_reranker_checkpoint(card)
+    # and a card outweighs a folder's name
+    (named / "README.md").write_text("# Qwen3-VL-Embedding-2B\n")
+    assert not is_reranker_checkpoint(named)
 
 
 @pytest.fixture()

@@ -346,17 +346,17 @@ def _checkpoint_files(hf_dir: Path) -> list[Path]:
 
 
 def is_reranker_checkpoint(hf_dir: Path) -> bool:
-    """Whether a checkpoint folder is a reranker's by its name or its README's title (the model card's
-    first heading, ``# Qwen3-VL-Reranker-2B``): the embedding model's card mentions the reranker too, in
-    later headings, so only the title counts."""
-    if "reranker" in hf_dir.resolve().name.lower():
-        return True
+    """Whether a checkpoint folder is a reranker's: by its README's title (the model card's first heading,
+    ``# Qwen3-VL-Reranker-2B``) when it has one, else by the folder's name. The embedding model's card
+    mentions the reranker too, in later headings, so only the title counts; and a card outweighs a name."""
     try:
         lines = (hf_dir / "README.md").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        return False
-    title = next((line for line in lines if line.startswith("# ")), "")
-    return "reranker" in title.lower()
+        lines = []
+    title = next((line for line in lines if line.startswith("# ")), None)
+    if title is not None:
+        return "reranker" in title.lower()
+    return "reranker" in hf_dir.resolve().name.lower()
 
 
 @contextlib.contextmanager
