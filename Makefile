@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.docvec-setup
 
-.PHONY: setup demo test lint browser ocr bench bench-full bench-ingest bench-search bench-text bench-reindex schemas docs clean
+.PHONY: setup demo test lint browser ocr bench bench-full bench-ingest bench-search bench-text bench-reindex bench-rerank schemas docs clean
 
 setup: $(STAMP)
 
@@ -61,6 +61,11 @@ bench-text: setup
 
 bench-reindex: setup
 	$(PY) benchmarks/bench_reindex.py
+
+# the reranker: docvec (llama.cpp) against torch on Qwen3-VL-Reranker-2B's geometry, random weights: parity,
+# seconds per page at 256/512/1024 image tokens, per search of 5/10/20 candidates (~1 h on 2 cores; --quick)
+bench-rerank: setup
+	$(PY) benchmarks/bench_rerank.py
 
 schemas: setup
 	$(PY) -m docvec._cli._schemas schemas
