@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from docvec import (
-    ConfigError,
     ConflictError,
     DocvecError,
     Index,
@@ -194,12 +193,22 @@ def test_files_added_and_deleted(index: IndexLike, tmp_path: Path, documents: Pa
 
 def test_reindex_to_another_size_and_back(index: IndexLike) -> None:
     before = {v.version for v in index.versions()}
+    # what the model does not offer is the caller's to change, refused before any version is begun
     _raised(
-        ConfigError,
-        r"dim must be one of 4, 8, 16, 32, 64 for this model \(jina-embeddings-v4, 64 wide\), not 512",
+        InputError,
+        r"reindex with dim=512: dim must be one of 4, 8, 16, 32, 64 for this model "
+        r"\(jina-embeddings-v4, 64 wide\), not 512",
         index.reindex,
         ReindexSpec(dim=512),
     )
+    _raised(
+        InputError,
+        r"reindex with max_pixels=602896: max_pixels must lie between 784 and 602112 pixels "
+        r"\(jina-embeddings-v4: 1 to 768 image tokens of 28x28 px\), not 602896",
+        index.reindex,
+        ReindexSpec(max_pixels=769 * 28 * 28),
+    )
+    assert {v.version for v in index.versions()} == before
     made = index.reindex(ReindexSpec(dim=32))
     assert made.switched and made.new_version not in before
     assert [v.dim for v in index.versions() if v.live] == [32]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
-from docvec import Embedder, EmbedSettings, ModelFiles, ModelMismatchError
+from docvec import ConfigError, Embedder, EmbedSettings, ModelFiles, ModelMismatchError, ReindexSpec
+from docvec._config import MODEL_MAX_PIXELS
 from docvec._model._embedder import _split_template
 from docvec._model._profiles import JINA_V4, PROFILES, QWEN3_VL_EMBEDDING, profile_for
 
@@ -55,6 +57,25 @@ def test_sizes_and_page_budget_follow_the_profile() -> None:
     _, raised = QWEN3_VL_EMBEDDING.resolve(EmbedSettings(max_pixels=1800 * 32 * 32), 2048)
     assert raised.max_pixels == QWEN3_VL_EMBEDDING.max_pixels
     assert JINA_V4.resolve(EmbedSettings(), 2048)[1].max_pixels == 768 * 28 * 28
+
+
+def test_a_budget_over_the_models_largest_image_is_refused() -> None:
+    """Each model's own maximum is enforced where it opens; the settings' and the reindex spec's schemas
+    take the largest of them (they cannot know the model)."""
+    assert max(p.max_pixels for p in PROFILES) == MODEL_MAX_PIXELS
+    assert JINA_V4.resolve(EmbedSettings(max_pixels=JINA_V4.max_pixels), 2048)[1].max_pixels == 602112
+    message = (
+        r"max_pixels must lie between 784 and 602112 pixels \(jina-embeddings-v4: 1 to 768 image tokens "
+        r"of 28x28 px\), not 602113"
+    )
+    with pytest.raises(ConfigError, match=message):
+        JINA_V4.resolve(EmbedSettings(max_pixels=JINA_V4.max_pixels + 1), 2048)
+    with pytest.raises(ConfigError, match="min_pixels must lie between 784 and 602112 pixels"):
+        JINA_V4.resolve(EmbedSettings(min_pixels=700_000, max_pixels=MODEL_MAX_PIXELS), 2048)
+    with pytest.raises(ValidationError, match="less than or equal to 1843200"):
+        EmbedSettings(max_pixels=14_921_870_872)
+    with pytest.raises(ValidationError, match="less than or equal to 1843200"):
+        ReindexSpec(max_pixels=MODEL_MAX_PIXELS + 1)
 
 
 def test_markup_in_a_query_is_plain_text(embedder: Embedder) -> None:

@@ -15,6 +15,7 @@ from ._text._terms import check_stemmer
 
 __all__ = [
     "DECODE_BUDGET_MB",
+    "MODEL_MAX_PIXELS",
     "RENDER_TIMEOUT_S",
     "TEXT_MAX_CHARS",
     "EmbedSettings",
@@ -26,6 +27,10 @@ __all__ = [
 
 #: Time limit for rendering one document, in seconds (the renderer's default too).
 RENDER_TIMEOUT_S = 300.0
+#: The largest image area, in pixels, any embedding model docvec knows takes (Qwen3-VL-Embedding's 1,800
+#: image tokens of 32x32 px): the bound of every page-budget setting's schema. Each model's own maximum,
+#: lower for some, is checked when it opens; tests/test_profiles.py holds this to the profiles'.
+MODEL_MAX_PIXELS = 1800 * 32 * 32
 #: Memory decoding one image may take, in MB (the default of ``DOCVEC_RENDER__MAX_MEMORY_MB``).
 DECODE_BUDGET_MB = 1024
 #: The most characters of text a page keeps (the default of ``DOCVEC_TEXT_MAX_CHARS``): a dense A4 page
@@ -67,6 +72,7 @@ class EmbedSettings(BaseSettings):
     min_pixels: int | None = Field(
         None,
         ge=1,
+        le=MODEL_MAX_PIXELS,
         description=(
             "Smallest image area after resizing, in pixels; default: the model's (jina-embeddings-v4: 3136, "
             "4 image tokens of 28x28 px)."
@@ -75,8 +81,10 @@ class EmbedSettings(BaseSettings):
     max_pixels: int | None = Field(
         None,
         ge=1,
+        le=MODEL_MAX_PIXELS,
         description=(
-            "Largest image area after resizing, in pixels: the page budget PDF pages are rendered near; "
+            "Largest image area after resizing, in pixels: the page budget PDF pages are rendered near, at "
+            "most the model's largest image (jina-embeddings-v4: 602112, Qwen3-VL-Embedding: 1843200); "
             "default: the model's (jina-embeddings-v4: 602112, 768 image tokens of 28x28 px)."
         ),
     )

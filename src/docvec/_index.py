@@ -420,9 +420,10 @@ class Index(Closing):
         version until then.
 
         A reindex interrupted at any point resumes when run again with the same spec; ``spec.drop_old``
-        removes the old version (and the page images only it used) after the switch. ``settle`` is how
-        long to wait after switching on a Qdrant server for processes that had not seen it yet (default:
-        twice the time they take to see it). See :mod:`docvec._pipeline._reindex`.
+        removes the old version (and the page images only it used) after the switch. A size or page budget
+        the model does not offer is an :class:`~docvec.InputError`, before any work. ``settle`` is how long
+        to wait after switching on a Qdrant server for processes that had not seen it yet (default: twice
+        the time they take to see it). See :mod:`docvec._pipeline._reindex`.
         """
         spec = spec or ReindexSpec()
         with self._reindex_lock:
@@ -440,7 +441,15 @@ class Index(Closing):
             multi = base.multivector if spec.multivector is None else spec.multivector
             pool = base.token_pool if spec.token_pool is None else spec.token_pool
             text = target_text(self.settings, self._live.text(version), spec.text)
-            target = self._live.load(target_model, base.embed.model_copy(update=changes))
+            try:
+                target = self._live.load(target_model, base.embed.model_copy(update=changes))
+            except ConfigError as e:
+                if not changes:
+                    raise
+                # the model checks the spec's size and budget against its own as it opens: a value it
+                # does not offer is the caller's to change, not a fault of the server's settings
+                asked = ", ".join(f"{key}={value}" for key, value in changes.items())
+                raise InputError(f"reindex with {asked}: {e}") from None
             renderer = new_renderer(self.settings, target, text)
             if settle is None:
                 settle = 2 * RESOLVE_EVERY if self._store.backend.resolves_aliases else 0.0

@@ -115,18 +115,26 @@ class ModelProfile:
 
     def resolve(self, settings: EmbedSettings, width: int) -> tuple[int, ImageBounds]:
         """The vector size and image bounds ``settings`` ask for, checked against this model (``width``
-        wide): unset values are the model's (the full width); a size it was not trained for, or an image
-        area under one token, is a :class:`ConfigError`."""
+        wide): unset values are the model's (the full width); a size it was not trained for, an image area
+        under one token or over the model's largest image is a :class:`ConfigError`."""
         dim = self.check_dim(settings.dim if settings.dim is not None else width, width)
         low = settings.min_pixels if settings.min_pixels is not None else self.min_pixels
         high = settings.max_pixels if settings.max_pixels is not None else self.page_pixels
         token = self.image_unit**2
+        side = self.image_unit
         if low < token or high < token:
-            side = self.image_unit
             raise ConfigError(
                 f"min_pixels and max_pixels must be at least {token} (one {side}x{side} image token of "
                 f"{self.name}), not {low} and {high}"
             )
+        # the model was trained up to its processor's largest image: a larger budget asks it for what it
+        # never saw, and costs memory by the square of the page's side (a page rendered that large)
+        for name, value in (("min_pixels", low), ("max_pixels", high)):
+            if value > self.max_pixels:
+                raise ConfigError(
+                    f"{name} must lie between {token} and {self.max_pixels} pixels ({self.name}: 1 to "
+                    f"{self.max_pixels // token} image tokens of {side}x{side} px), not {value}"
+                )
         if low > high:
             raise ConfigError(f"min_pixels ({low}) is larger than max_pixels ({high})")
         return dim, ImageBounds(low, high, self.image_unit, self.max_aspect)

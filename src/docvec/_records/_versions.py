@@ -12,7 +12,7 @@ from pydantic import (
     Field,
 )
 
-from .._config import TEXT_MAX_CHARS
+from .._config import MODEL_MAX_PIXELS, TEXT_MAX_CHARS
 from .._text._terms import Analyzer, TermWeights
 from ._pages import EmbeddingInfo, IngestFailure
 
@@ -89,7 +89,15 @@ class ReindexSpec(BaseModel):
         "reindexes sees them: a server's own).",
     )
     dim: int | None = Field(None, ge=1, description="Vector size (one the model gives).")
-    max_pixels: int | None = Field(None, ge=1, description="Page budget in pixels.")
+    max_pixels: int | None = Field(
+        None,
+        ge=1,
+        le=MODEL_MAX_PIXELS,
+        description=(
+            "Page budget in pixels, at most the model's largest image (jina-embeddings-v4: 602112, "
+            "Qwen3-VL-Embedding: 1843200): a larger one is refused before any work."
+        ),
+    )
     multivector: bool | None = Field(None, description="Keep token vectors (late interaction), or not.")
     token_pool: int | None = Field(
         None, ge=1, le=16, description="Multi-vector: average each run of this many token vectors into one."
