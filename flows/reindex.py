@@ -1,6 +1,6 @@
 """Prefect flow for batch reindexing: `docvec reindex` as a flow, a thin call of docvec's library.
 
-    python flows/reindex.py --dim 512 [--model M] [--max-pixels N] [--text] [--drop-old]
+    python flows/reindex.py --dim 512 [--model M] [--max-pixels N] [--text] [--drop-old] [--allow-loss]
 
 or deploy it with prefect.yaml (`docvec-reindex/manual`) and run it on demand:
 
@@ -11,7 +11,8 @@ it once complete; searches read the old version meanwhile. A run that fails or i
 old version live, and the next run with the same parameters goes on where it stopped. While `docvec
 serve` holds the embedded store, the server does the work (and swaps to the new version without a
 restart). The run ends Failed when pages could not be carried over (its result is the report all the
-same).
+same); a new version that lacks pages the live one has is not switched to unless the spec allows the
+loss (``allow_loss``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from docvec import ReindexSpec, Settings, connect
 @flow(name="docvec-reindex")
 def reindex_flow(spec: ReindexSpec | None = None) -> State:
     """Rebuild the collection as ``spec`` asks (another model, vector size, page budget or kind of pages;
-    unset: the collection's own), as `docvec reindex` does; Failed when pages were lost."""
+    unset: the collection's own), as `docvec reindex` does; Failed when pages were lost, or when the new
+    version, lacking pages the live one has, was not switched to (``spec.allow_loss`` switches)."""
     logger = get_run_logger()
     # the writes of a reindex wait for the other runs that write (flows/_limits.py)
     with hold_slots(Settings()), connect(Settings(), notify=logger.info) as index:
@@ -44,6 +46,8 @@ def reindex_flow(spec: ReindexSpec | None = None) -> State:
         logger.warning(f"gone: {source}")
     for failure in report.failures:
         logger.warning(f"failed: {failure}")
+    if report.pages_missing and not report.switched:
+        return failed(f"not switched: {report.summary()}", report)
     if report.failures:
         return failed(f"{len(report.failures)} failures: {report.summary()}", report)
     return Completed(message=report.summary(), data=report)
@@ -61,9 +65,19 @@ if __name__ == "__main__":
         help="keep the pages' text for keyword search (--no-text: drop it); adding it embeds no page again",
     )
     ap.add_argument("--drop-old", action="store_true", help="remove the old version once the new one is live")
+    ap.add_argument(
+        "--allow-loss",
+        action="store_true",
+        help="switch even when the new version lacks pages the live one has (they leave the collection)",
+    )
     args = ap.parse_args()
     spec = ReindexSpec(
-        model=args.model, dim=args.dim, max_pixels=args.max_pixels, text=args.text, drop_old=args.drop_old
+        model=args.model,
+        dim=args.dim,
+        max_pixels=args.max_pixels,
+        text=args.text,
+        drop_old=args.drop_old,
+        allow_loss=args.allow_loss,
     )
     state = reindex_flow(spec, return_state=True)
     print(report_of(state).model_dump_json(indent=2))

@@ -18,9 +18,11 @@ import pytest
 
 from docvec import (
     CollectionMismatchError,
+    Embedder,
     EmbedSettings,
     Index,
     IngestReport,
+    InputError,
     ModelFiles,
     ReindexReport,
     ReindexSpec,
@@ -365,11 +367,137 @@ def test_a_vanished_source_is_carried_over_or_reported(
         "pysamples__smile.png",
         "pysamples__minimal-document.pdf",
     }
-    # another model at another budget: its page can neither be rendered nor carried: lost, and said so
-    r = docvec("reindex", "--model", bf16_model, "--max-pixels", str(SMALL), "--json", env=env)
+    # another model at another budget: its page can neither be rendered nor carried: lost, and said so; the
+    # collection keeps its version with the page, and --drop-old drops nothing
+    args = ("reindex", "--model", bf16_model, "--max-pixels", str(SMALL), "--drop-old", "--json")
+    r = docvec(*args, env=env)
+    held = ReindexReport.model_validate_json(r.stdout)
+    assert r.returncode == 2 and (held.switched, held.dropped_old) == (False, False), r.stderr[-2000:]
+    assert (held.new_version, held.pages_missing, held.pages_lost, held.pages_rendered) == (
+        "docvec.v3",
+        1,
+        1,
+        1,
+    )
+    assert "pysamples__smile.png" in held.failures[0].path and "gone" in held.failures[0].reason
+    line = r.stderr.strip().splitlines()[-1]
+    assert (
+        line.startswith("error: collection 'docvec' did not switch to docvec.v3") and "--allow-loss" in line
+    )
+    r = docvec("search", "a face", "--json", env=env)  # the live version answers with every page
+    assert r.returncode == 0 and len(json.loads(r.stdout)) == 2
+    # accepted: the run resumes the version it began (the PDF is done), switches without the page, drops
+    r = docvec(*args, "--allow-loss", env=env)
     lost = ReindexReport.model_validate_json(r.stdout)
-    assert r.returncode == 1 and lost.pages_lost == 1 and lost.pages_rendered == 1
-    assert "pysamples__smile.png" in lost.failures[0].path and "gone" in lost.failures[0].reason
+    assert r.returncode == 1 and (lost.new_version, lost.switched, lost.dropped_old) == (
+        "docvec.v3",
+        True,
+        True,
+    )
+    assert (lost.pages_missing, lost.pages_lost, lost.pages_resumed, lost.pages_embedded) == (1, 1, 1, 0)
+    assert lost.note and lost.note.startswith("switched without 1 page of 1 document of docvec.v2")
+
+
+# -- a reindex that would lose pages ----------------------------------------------------------------------
+
+
+def _lacks_memory(monkeypatch: pytest.MonkeyPatch, dim: int, fail: set[int]) -> list[int]:
+    """Make the model's ``dim``-d view (the reindex's, the live version's being another size) refuse the
+    pages of its calls numbered in ``fail`` (from 1, a set the caller may change), as a page the embedder
+    cannot take is refused; returns the calls so far, a list the caller may clear."""
+    calls: list[int] = []
+    embed = Embedder.embed_images
+
+    def embed_images(self: Embedder, images: Any, **kwargs: Any) -> Any:
+        if self.dim == dim:
+            calls.append(len(calls) + 1)
+            if calls[-1] in fail:
+                raise InputError("not enough memory for this page (injected)")
+        return embed(self, images, **kwargs)
+
+    monkeypatch.setattr(Embedder, "embed_images", embed_images)
+    return calls
+
+
+def _indexed(tmp_path: Path, documents: Path, tiny_dir: Path) -> Settings:
+    """A 4-page PDF (first by path, so it is read first) and an image, indexed: 5 pages."""
+    settings = Settings(
+        data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL, threads=1)
+    )
+    with Index.open(settings) as index:
+        assert index.add(
+            [documents / "pysamples__pdflatex-4-pages.pdf", documents / "pysamples__smile.png"]
+        ).ok
+        assert index.count() == 5
+    return settings
+
+
+def test_a_reindex_whose_pages_fail_does_not_switch_nor_drop_and_a_rerun_finishes_it(
+    tmp_path: Path, documents: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _indexed(tmp_path, documents, tiny_dir)
+    pdf = str(documents / "pysamples__pdflatex-4-pages.pdf")
+    with Index.open(settings) as index:
+        _lacks_memory(monkeypatch, 32, fail={2, 3, 4})  # 3 of the PDF's 4 pages
+        held = index.reindex(ReindexSpec(dim=32, drop_old=True))
+        assert (held.new_version, held.switched, held.dropped_old, held.pages_missing) == (
+            "docvec.v2",
+            False,
+            False,
+            3,
+        )
+        assert held.note and held.note.startswith(
+            f"did not switch: docvec.v2 lacks 3 pages of 1 document of docvec.v1: {pdf} (3)"
+        )
+        assert "allow_loss" in held.note and "run the reindex again" in held.note.lower()
+        assert [(v.version, v.live, v.state, v.pages) for v in index.versions()] == [
+            ("docvec.v1", True, "complete", 5),
+            ("docvec.v2", False, "building", 2),
+        ]
+        assert index.count() == 5 and len(index.search("a page", 10)) == 5  # the live version, whole
+        monkeypatch.undo()  # the cause fixed: run again, it resumes and tries the short document again
+        done = index.reindex(ReindexSpec(dim=32, drop_old=True))
+        assert (done.new_version, done.switched, done.dropped_old, done.pages_missing) == (
+            "docvec.v2",
+            True,
+            True,
+            0,
+        )
+        assert (done.pages_embedded, done.pages_resumed, done.note) == (4, 1, None)
+        assert [(v.version, v.live, v.dim, v.pages) for v in index.versions()] == [("docvec.v2", True, 32, 5)]
+        assert len(index.search("a page", 10)) == 5
+
+
+def test_a_loss_accepted_switches_and_a_document_added_meanwhile_counts(
+    tmp_path: Path, documents: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last pass, under the write lock, brings over a document added while the reindex ran: its page
+    failing there is a page the new version lacks, found before the switch."""
+    settings = _indexed(tmp_path, documents, tiny_dir)
+    added = documents / "pysamples__minimal-document.pdf"
+    with Index.open(settings) as index:
+        fail = {6}  # the 5 pages of the first pass, then the new document's in the last
+        calls = _lacks_memory(monkeypatch, 32, fail)
+        began: list[bool] = []
+
+        def add_once(progress: object) -> None:
+            if not began:  # the first pass has listed the documents: the new one comes in the last
+                began.append(True)
+                assert index.add([added]).ok  # into the live version, by its own model
+
+        held = index.reindex(ReindexSpec(dim=32), progress=add_once)
+        assert (held.switched, held.pages_missing) == (False, 1) and held.note and str(added) in held.note
+        assert index.count() == 6 and [v.live for v in index.versions()] == [True, False]
+        # run again, it resumes: the two documents done are kept, the new one is tried again, and fails
+        calls.clear()
+        fail.clear()
+        fail.add(1)
+        accepted = index.reindex(ReindexSpec(dim=32, allow_loss=True, drop_old=True))
+        assert (accepted.switched, accepted.dropped_old, accepted.pages_missing) == (True, True, 1)
+        assert (
+            accepted.note == f"switched without 1 page of 1 document of docvec.v1: {added} (1) (allow_loss)"
+        )
+        assert index.count() == 5 and [(v.version, v.live) for v in index.versions()] == [("docvec.v2", True)]
 
 
 # -- the page store ---------------------------------------------------------------------------------------

@@ -420,10 +420,12 @@ class Index(Closing):
         version until then.
 
         A reindex interrupted at any point resumes when run again with the same spec; ``spec.drop_old``
-        removes the old version (and the page images only it used) after the switch. A size or page budget
-        the model does not offer is an :class:`~docvec.InputError`, before any work. ``settle`` is how long
-        to wait after switching on a Qdrant server for processes that had not seen it yet (default: twice
-        the time they take to see it). See :mod:`docvec._pipeline._reindex`.
+        removes the old version (and the page images only it used) after the switch. A new version that
+        would lack pages the live one has is not switched to (nor the old one dropped) unless
+        ``spec.allow_loss``: the report says so (``switched`` false, ``pages_missing``, ``note``). A size or
+        page budget the model does not offer is an :class:`~docvec.InputError`, before any work. ``settle``
+        is how long to wait after switching on a Qdrant server for processes that had not seen it yet
+        (default: twice the time they take to see it). See :mod:`docvec._pipeline._reindex`.
         """
         spec = spec or ReindexSpec()
         with self._reindex_lock:
@@ -462,7 +464,12 @@ class Index(Closing):
                     token_pool=pool,
                     text=text,
                     progress=progress,
-                ).run(write_lock=self._write_lock, settle=settle, drop_old=spec.drop_old)
+                ).run(
+                    write_lock=self._write_lock,
+                    settle=settle,
+                    drop_old=spec.drop_old,
+                    allow_loss=spec.allow_loss,
+                )
             except BaseException:
                 self._live.discard(target)
                 raise

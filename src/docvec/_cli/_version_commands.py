@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .._records import ReindexReport, ReindexSpec
+from .._records import ReindexReport, ReindexSpec, counted
 from ._common import (
     CollectionOption,
     JsonFlag,
@@ -59,6 +59,7 @@ def reindex(
         ),
     ] = None,
     drop_old: Annotated[bool, typer.Option("--drop-old", help=_help("drop_old"))] = False,
+    allow_loss: Annotated[bool, typer.Option("--allow-loss", help=_help("allow_loss"))] = False,
     collection: CollectionOption = None,
     progress_every: Annotated[
         float, typer.Option(help="Seconds between progress lines when not on a terminal (cron, CI).")
@@ -68,13 +69,16 @@ def reindex(
     """Rebuild a collection with another model, vector size, page budget or text, from what the index holds
     (stored page images; source files only when pages must be rendered again), and switch to it when it is
     complete; searches read the old version until then. Run again after an interruption: it goes on where
-    it stopped (--json: the report, schemas/reindex-report.schema.json)."""
+    it stopped (--json: the report, schemas/reindex-report.schema.json). A new version that lacks pages the
+    live one has is not switched to (exit 2) unless --allow-loss."""
     s = settings(collection=collection)
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
     options = {"model": model, "dim": dim, "max_pixels": max_pixels, "multivector": multivector, "text": text}
     try:
         with errors():
-            spec = checked(ReindexSpec, **options, token_pool=token_pool, drop_old=drop_old)
+            spec = checked(
+                ReindexSpec, **options, token_pool=token_pool, drop_old=drop_old, allow_loss=allow_loss
+            )
             with open_index(s) as index, display:
                 report = index.reindex(spec, progress=display)
     except KeyboardInterrupt:
@@ -86,6 +90,16 @@ def reindex(
         )
         raise typer.Exit(130) from None
     _show(report, as_json)
+    if report.pages_missing and not report.switched:
+        # the switch the command was for did not happen: an error, though the report above is whole
+        err.print(
+            f"[bold red]error:[/] collection {report.collection!r} did not switch to {report.new_version}: "
+            f"it lacks {counted(report.pages_missing, 'page')} that {report.old_version} has; run again "
+            "to try them again (it resumes), or --allow-loss to switch without them",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(2)
     if report.failures:
         raise typer.Exit(1)
 

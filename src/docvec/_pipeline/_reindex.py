@@ -24,6 +24,10 @@ The rules that make it safe to run while the collection is in use, and to interr
   goes on from there; the old version is never written to;
 - the last pass runs under the index's write lock: documents added, changed or deleted in the old version
   while the reindex ran are brought over, then the collection is switched, atomically;
+- it switches only to a version that holds every page the live one has: one that lacks some (pages that
+  failed, documents lost, a document added meanwhile that failed) stays unfinished, the old version live
+  and kept, unless the caller accepts the loss (``allow_loss``); run again, it resumes, and tries the
+  documents that lack pages again;
 - with a Qdrant server, other processes may still write to the old version until they see the switch:
   after ``settle`` seconds a pass brings over what they added.
 """
@@ -44,7 +48,7 @@ from pydantic_core import to_jsonable_python
 
 from .._errors import CollectionNotFoundError, NotFoundError, RenderError, StoreError
 from .._model._embedder import normalize
-from .._records import EmbeddingInfo, IngestFailure, IngestReport, ReindexReport, TextIndex
+from .._records import EmbeddingInfo, IngestFailure, IngestReport, ReindexReport, TextIndex, counted
 from .._render._renderer import DocumentInfo, ExtractedText, PageFailure, RenderedPage
 from .._store import LAYOUT, Filter, Point, point_id
 from ._ingest import Ingestor, IngestProgress, ProgressFn, kept_text, require_head
@@ -103,12 +107,14 @@ class Reindexer:
         write_lock: contextlib.AbstractContextManager[Any] | None = None,
         settle: float = 0.0,
         drop_old: bool = False,
+        allow_loss: bool = False,
     ) -> ReindexReport:
         """Build, switch and (with ``drop_old``) drop the old version; see the module's docstring.
 
         ``write_lock`` is held for the last pass and the switch (the index's writers take it too);
         ``settle`` is how long to wait after the switch before the pass that brings over what processes
-        that had not seen it yet wrote.
+        that had not seen it yet wrote. A new version that lacks pages the old one has is not switched to
+        (the report's ``pages_missing`` and ``note`` say what it lacks), unless ``allow_loss``.
         """
         start = time.monotonic()
         report = self.report
@@ -143,7 +149,16 @@ class Reindexer:
                     f"collection {self.collection!r} was switched to {self.store.live(self.collection)} "
                     f"while {new} was being built from {old}: run the reindex again"
                 )
-            self._pass(old, new, ingestor, old_info, final=True)
+            docs = self._pass(old, new, ingestor, old_info, final=True)
+            missing = self._missing(old, new, docs)
+            report.pages_missing = sum(missing.values())
+            if missing:
+                report.note = self._loss_note(old, new, missing, allowed=allow_loss)
+                log.warning("%s", report.note)
+                if not allow_loss:
+                    ingestor.commit()  # what was written stays, durable, for the run that resumes it
+                    report.seconds = round(time.monotonic() - start, 3)
+                    return report
             record = version_record(self.store, new)
             if record is not None:
                 self.store.set_record(
@@ -211,9 +226,10 @@ class Reindexer:
 
     def _pass(
         self, old: str, new: str, ingestor: Ingestor, old_info: EmbeddingInfo | None, *, final: bool
-    ) -> None:
+    ) -> list[_Doc]:
         """Bring every document of ``old`` that ``new`` lacks over; with ``final``, also remove from ``new``
-        what was deleted from ``old``, and copy the tags and names changed there meanwhile."""
+        what was deleted from ``old``, and copy the tags and names changed there meanwhile. Returns the
+        documents of ``old`` it read."""
         docs = self._documents(old)
         self.report.documents = max(self.report.documents, len(docs))
         for done, doc in enumerate(docs):
@@ -221,7 +237,7 @@ class Reindexer:
             self._document(doc, old, new, ingestor, old_info, len(docs), done)
         self._tell(len(docs), len(docs), None, 0)
         if not final:
-            return
+            return docs
         present = {d.doc_id: d for d in docs}
         for doc_id in set(self.store.facet(new, "doc_id")) - set(present):
             log.info("%s: deleted from %s meanwhile", doc_id, old)
@@ -236,6 +252,41 @@ class Reindexer:
             }
             if changed:
                 self.store.set_payload(new, flt, changed)
+        return docs
+
+    def _missing(self, old: str, new: str, docs: list[_Doc]) -> dict[str, int]:
+        """How many finished pages of each document of ``old`` (``docs``) ``new`` lacks, by source path;
+        documents it holds whole are left out."""
+        # the facets count every point, those of a document still being written too: a document they
+        # show whole is whole, the others are counted exactly
+        held = self.store.facet(new, "doc_id")
+        missing: dict[str, int] = {}
+        for doc in docs:
+            if held.get(doc.doc_id, 0) >= doc.pages:
+                continue
+            flt = Filter(doc_ids=(doc.doc_id,), finished=True)
+            lacking = self.store.count(old, flt) - self.store.count(new, flt)
+            if lacking > 0:
+                source = str(doc.first.get("source"))
+                missing[source] = missing.get(source, 0) + lacking
+        return missing
+
+    def _loss_note(self, old: str, new: str, missing: dict[str, int], *, allowed: bool) -> str:
+        """What ``new`` lacks of ``old`` in a sentence: the pages, of which documents (the first few), and
+        what was done about it."""
+        pages = sum(missing.values())
+        listed = sorted(missing.items(), key=lambda item: (-item[1], item[0]))
+        shown = ", ".join(f"{source} ({count})" for source, count in listed[:5])
+        more = f" and {len(listed) - 5} more" if len(listed) > 5 else ""
+        what = f"{counted(pages, 'page')} of {counted(len(missing), 'document')} of {old}: {shown}{more}"
+        if allowed:
+            return f"switched without {what} (allow_loss)"
+        return (
+            f"did not switch: {new} lacks {what}; {old} stays live and is kept. Run the reindex again once "
+            f"the cause is fixed (it resumes, and tries those documents again), or accept the loss with "
+            f"allow_loss (docvec reindex --allow-loss); `docvec collections drop {new}` removes the "
+            f"unfinished version"
+        )
 
     def _tell(self, total: int, done: int, doc: _Doc | None, page: int) -> None:
         if self.progress is None:
@@ -264,9 +315,16 @@ class Reindexer:
         self._handled.add(doc.doc_id)
         # pages an interrupted run wrote: a document it finished is skipped, one it began goes on after them
         written = self.store.count(new, Filter(doc_ids=(doc.doc_id,)))
+        if written and self.store.count(new, Filter(doc_ids=(doc.doc_id,), finished=True)):
+            if written >= self.store.count(old, Filter(doc_ids=(doc.doc_id,), finished=True)):
+                report.pages_resumed += written
+                return
+            # finished short by an earlier run (pages that failed): the ingest stage would take it as
+            # whole, so it is written again, every page, for the pages that failed to get their chance
+            log.info("%s: %d pages of %d, trying it again", first.get("source"), written, doc.pages)
+            self.store.delete_where(new, Filter(doc_ids=(doc.doc_id,)))
+            written = 0
         report.pages_resumed += written
-        if written >= doc.pages and self.store.count(new, Filter(doc_ids=(doc.doc_id,), finished=True)):
-            return
         source = Path(str(first.get("source")))
         document = SourceDocument(
             path=source,

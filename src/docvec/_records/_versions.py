@@ -107,6 +107,15 @@ class ReindexSpec(BaseModel):
         description="Keep the pages' text for keyword search (read from their files, or by OCR), or not.",
     )
     drop_old: bool = Field(False, description="Remove the old version once the new one is live.")
+    allow_loss: bool = Field(
+        False,
+        description=(
+            "Switch even when the new version lacks pages the live one has (pages that failed, documents "
+            "whose files are gone and whose vectors another model cannot use): they leave the collection. "
+            "Without it such a reindex does not switch (nor drop the old version) and says what it would "
+            "lose; run again, it resumes."
+        ),
+    )
 
 
 class ReindexReport(BaseModel):
@@ -127,6 +136,13 @@ class ReindexReport(BaseModel):
     )
     pages_resumed: int = Field(0, description="Pages an interrupted run had written already.")
     pages_lost: int = Field(0, description="Pages that could not be carried into the new version.")
+    pages_missing: int = Field(
+        0,
+        description=(
+            "Pages the live version had that the new one lacked at the switch (failed, lost, or added "
+            "meanwhile and failed): without allow_loss the collection did not switch."
+        ),
+    )
     pages_with_text: int = Field(
         0, description="Pages of the new version that keep text (a version with text), carried or read anew."
     )
@@ -135,7 +151,9 @@ class ReindexReport(BaseModel):
     )
     failures: list[IngestFailure] = Field(default_factory=list)
     seconds: float = 0.0
-    note: str | None = Field(None, description="Why nothing was done, when nothing was.")
+    note: str | None = Field(
+        None, description="Why nothing was done, or why the collection did not switch, or what it lost."
+    )
 
     def summary(self) -> str:
         """The run in one line."""
@@ -152,6 +170,7 @@ class ReindexReport(BaseModel):
             + (f", {self.pages_with_text} with text" if self.pages_with_text else "")
             + f" in {self.seconds:.1f} s"
             + ("; old version dropped" if self.dropped_old else "")
+            + (f"; {self.note}" if self.note else "")
         )
 
 
