@@ -221,7 +221,8 @@ class ForeignCollectionError(StoreError):
 
 class DiskFullError(StoreError):
     """The disk under docvec's data folder has too little free space for a write (or to open a collection,
-    whose files grow as they are used); ``path``, ``needed`` and ``free`` (bytes) say where and how much."""
+    whose files take room as they are mapped); ``path``, ``needed`` and ``free`` (bytes) say where and how
+    much (``needed`` is 0 when the disk filled up under a write, which the store does not size)."""
 
     def __init__(self, message: str, *, path: str, needed: int, free: int) -> None:
         self.path = path

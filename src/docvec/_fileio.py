@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,16 @@ from typing import IO, Any
 
 from ._errors import DiskFullError
 
-__all__ = ["MB", "atomic_writer", "check_free_space", "fsync_dir", "write_atomic", "write_json_atomic"]
+__all__ = [
+    "MB",
+    "atomic_writer",
+    "check_free_space",
+    "disk_free",
+    "fsync_dir",
+    "unallocated",
+    "write_atomic",
+    "write_json_atomic",
+]
 
 MB = 1024 * 1024
 
@@ -22,19 +32,41 @@ MB = 1024 * 1024
 def check_free_space(folder: Path, needed: int, reserve: int, what: str) -> None:
     """Raise :class:`DiskFullError` unless ``folder``'s disk has ``needed`` bytes free for ``what`` and
     still ``reserve`` bytes after it. ``folder`` may not exist yet: its nearest existing parent is asked."""
-    probe = Path(folder)
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
+    free = disk_free(folder)
     if free - needed < reserve:
+        kept = f", and docvec keeps {_mb(reserve)} free (DOCVEC_STORE_RESERVE_MB)" if reserve else ""
         raise DiskFullError(
             f"not enough free space in {folder} for {what}: it needs about {_mb(needed)}, {_mb(free)} is "
-            f"free, and docvec keeps {_mb(reserve)} free (DOCVEC_STORE_RESERVE_MB); everything written "
-            "before is kept. Free some space and run the same command again.",
+            f"free{kept}; everything written before is kept. Free some space and run the same command "
+            "again.",
             path=str(folder),
             needed=needed,
             free=free,
         )
+
+
+def disk_free(folder: Path) -> int:
+    """The bytes free on ``folder``'s disk (for this user); a folder that does not exist yet is asked
+    through its nearest existing parent."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def unallocated(folder: Path) -> int:
+    """The bytes of the files under ``folder`` that take no room on the disk yet (sparse files' holes),
+    whatever the file system; 0 where the platform does not say how much a file takes."""
+    total = 0
+    for path in Path(folder).rglob("*"):
+        try:
+            st = path.lstat()
+        except OSError:
+            continue  # removed while we looked: it takes nothing
+        blocks = getattr(st, "st_blocks", None)
+        if blocks is not None and stat.S_ISREG(st.st_mode):
+            total += max(0, st.st_size - 512 * blocks)
+    return total
 
 
 def _mb(n: int) -> str:

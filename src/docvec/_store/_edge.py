@@ -16,9 +16,12 @@ whole folder first so that a second process is told at open time, and told who i
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 import qdrant_edge as qe  # a missing package is reported by docvec._store's loader, with its install hint
 
-from .._errors import CollectionNotFoundError, DocvecError, StoreError
-from .._fileio import check_free_space, fsync_dir, write_json_atomic
+from .._errors import CollectionNotFoundError, DiskFullError, DocvecError, StoreError
+from .._fileio import MB, check_free_space, disk_free, fsync_dir, unallocated, write_json_atomic
 from .._text._terms import SparseVector
 from ._backend import Backend
 from ._layout import LAYOUT
@@ -48,13 +51,21 @@ _META_FORMAT = 2
 _INDEXING_THRESHOLD_KB = 1000
 _MAX_SEGMENT_KB = 50_000  # ~12k pages at 2048-d; 0.47 s per optimize() instead of 1.6 s, as fast a search
 _FULL_SCAN_KB = 2**40  # never switch to a graph search (there is no graph)
-# What qdrant-edge allocates at once (measured on tmpfs, which has no sparse files): creating a collection
-# maps 41 MB of files (write-ahead log, payload storage and indexes), loading one maps 48 MB more (a 32 MB
-# vector chunk, 4 MB per payload index), and a growing collection adds 32 MB chunks. Each step is checked
-# for its room before it is taken, on top of the reserve.
+# What qdrant-edge allocates at once (measured on tmpfs, which allocates a file's holes as soon as a mapping
+# reads them: the worst case): creating a collection maps 41 MB of files (write-ahead log, payload storage
+# and indexes), and a growing collection adds 32 MB chunks. Each write is checked for its room before it is
+# taken, on top of the reserve; reading is not held to the reserve (see _load).
 _OPEN_ROOM = 64 << 20
 _CHUNK_ROOM = 40 << 20
 _SMALL_WRITE = 1 << 20  # room a delete or a payload update needs in the write-ahead log
+# Loading a shard rewrites its config file and replays what its write-ahead log holds beyond the segments,
+# and a flush appends to the id tracker and sets bitmaps: each takes well under this (docs/operations.md,
+# "A full disk", has the measured numbers).
+_LOAD_ROOM = 1 << 20
+_FLUSH_ROOM = 4 << 20
+# A trial load, in a child process: on a disk too full for it, the child dies of SIGBUS, not this process.
+_TRIAL_LOAD = "import sys, qdrant_edge; qdrant_edge.EdgeShard.load(sys.argv[1]).close()"
+_NO_ROOM = ("No space left on device", "os error 28")  # ENOSPC, as qdrant-edge words it
 
 
 class EdgeBackend:
@@ -71,10 +82,10 @@ class EdgeBackend:
         now, or with ``create=False`` by the first collection created in it (so that reading a store that
         is not there leaves no trace; the lock is taken then).
 
-        ``reserve`` is the free space (bytes) to keep on the folder's disk: a write, or opening a
-        collection, that would leave less raises :class:`~docvec.DiskFullError` instead. The store's files
-        are memory-mapped and grow as they are written, so a full disk would otherwise kill the process
-        with SIGBUS, mid-write.
+        ``reserve`` is the free space (bytes) to keep on the folder's disk: a write that would leave less
+        raises :class:`~docvec.DiskFullError` instead. The store's files are memory-mapped and grow as they
+        are written, so a full disk would otherwise kill the process with SIGBUS, mid-write. Reading is not
+        held to it: opening a collection needs only the room loading takes (see :meth:`_load`).
         """
         self.path = Path(path).expanduser().absolute()
         self.reserve = reserve
@@ -84,6 +95,7 @@ class EdgeBackend:
         self._shards: dict[str, qe.EdgeShard] = {}
         self._formats: dict[str, int] = {}  # each open collection's docvec.json format
         self._dims: dict[str, int] = {}
+        self._wrote = False  # whether this process changed a collection (its close must write them out)
         self._lock = threading.RLock()
         # Rescoring makes the scores exact; collections without an int8 copy (older ones) ignore it.
         quantization = qe.QuantizationSearchParams(rescore=True, oversampling=LAYOUT.oversampling)
@@ -121,6 +133,16 @@ class EdgeBackend:
             if "WouldBlock" in text:
                 raise self._owner.busy_error() from exc
             where = f"collection {name!r}: " if name else ""
+            if any(words in text for words in _NO_ROOM):
+                free = disk_free(self.path)
+                raise DiskFullError(
+                    f"{where}{action} failed: the disk of {self.path} is full ({free / MB:.1f} MB free); "
+                    "what was written before is kept (the write-ahead log holds what is not written out "
+                    "yet, and the next open replays it). Free some space and run the same command again.",
+                    path=str(self.path),
+                    needed=0,  # not known: qdrant-edge does not say
+                    free=free,
+                ) from exc
             raise StoreError(f"{where}{action} failed: {text}") from exc
 
     # -- collections -------------------------------------------------------------------------------
@@ -150,23 +172,49 @@ class EdgeBackend:
             if meta is None:
                 return None
             if name not in self._shards:
-                # loading starts a write-ahead log segment: memory-mapped, it takes blocks as it is used
-                self._check_space(_OPEN_ROOM, f"opening collection {name!r}")
-                with self._translate(name, "opening the shard"):
-                    self._shards[name] = qe.EdgeShard.load(str(self.path / name / _SHARD_DIR))
+                self._shards[name] = self._load(name)
                 self._formats[name] = int(meta.get("format", 1))
                 self._dims[name] = int(meta["dim"])
             return int(meta["dim"])
 
+    def _load(self, name: str) -> qe.EdgeShard:
+        """Load a collection's shard, to read it or to write it: not held to the reserve (each write is),
+        only to the room loading takes. Raises :class:`~docvec.DiskFullError` when the disk lacks it.
+
+        Loading maps the segments' files and reads most of them whole: where the file system allocates a
+        file's holes as a mapping reads them (tmpfs), that takes up to their unallocated part, elsewhere
+        nothing (docs/operations.md, "A full disk"). With less free than that bound, the load is tried in a
+        child process first: one that runs out of room dies of SIGBUS, and it dies instead of this one;
+        one that loads leaves what it allocated allocated, so this load needs no more.
+        """
+        shard_dir = self.path / name / _SHARD_DIR
+        needed = _LOAD_ROOM + unallocated(shard_dir / "segments")
+        free = disk_free(self.path)
+        if free < needed and not _loads_in_a_child(shard_dir):
+            raise DiskFullError(
+                f"not enough free space in {self.path} to open collection {name!r}, even to read it: "
+                f"loading it maps its files and rewrites one, which takes up to {needed / MB:.1f} MB on "
+                f"this disk, and {free / MB:.1f} MB is free; nothing was changed. Free some space and run "
+                "the same command again.",
+                path=str(self.path),
+                needed=needed,
+                free=free,
+            )
+        with self._translate(name, "opening the shard"):
+            return qe.EdgeShard.load(str(shard_dir))
+
     def _shard(self, name: str) -> qe.EdgeShard:
         with self._lock:
             shard = self._shards.get(name)
+            if shard is None and name in self._dims:  # loading it again was refused (see _reload): retry
+                self.collection_dim(name)
+                shard = self._shards.get(name)
         if shard is None:  # the core checked the collection exists, which loads it
             raise StoreError(f"collection {name!r}: its shard is not open")
         return shard
 
-    def _check_space(self, needed: int, what: str) -> None:
-        check_free_space(self.path, needed, self.reserve, what)
+    def _check_space(self, needed: int, what: str, *, reserve: int | None = None) -> None:
+        check_free_space(self.path, needed, self.reserve if reserve is None else reserve, what)
 
     def create_collection(self, name: str, dim: int, tokens: int | None = None, text: bool = False) -> None:
         """Create the shard, its payload indexes, then the record that marks the collection complete."""
@@ -233,7 +281,7 @@ class EdgeBackend:
             try:
                 for field in LAYOUT.indexed_fields:
                     shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
-                shard.flush()
+                self._write_out(name, shard)
                 # The record is written last: its presence means the collection is complete.
                 meta: dict[str, Any] = {
                     "format": _META_FORMAT,
@@ -250,6 +298,9 @@ class EdgeBackend:
                     write_json_atomic(self.path / name / _META_FILE, meta, durable=True)
                 except OSError as exc:
                     raise StoreError(f"collection {name!r}: cannot write its record: {exc}") from exc
+            except DiskFullError:
+                _never_release(shard)  # closing flushes: on a full disk, that can kill the process
+                raise
             except BaseException:
                 with contextlib.suppress(Exception):
                     shard.close()
@@ -257,6 +308,7 @@ class EdgeBackend:
             self._shards[name] = shard
             self._formats[name] = _META_FORMAT
             self._dims[name] = dim
+            self._reload(name)
         log.info("created collection %r (%d-d, cosine) in %s", name, dim, self.path)
 
     def token_dim(self, name: str) -> int | None:
@@ -358,6 +410,7 @@ class EdgeBackend:
         )
         self._check_space(needed, f"writing {len(points)} pages to collection {name!r}")
         shard = self._shard(name)
+        self._wrote = True
         # Building the points is inside the translation too: a payload that is not JSON fails there.
         with self._translate(name, "upsert"):
             ops = [qe.Point(p.id, _vectors(p), p.payload) for p in points]
@@ -366,18 +419,21 @@ class EdgeBackend:
     def delete(self, name: str, ids: Sequence[str]) -> None:
         self._check_space(_SMALL_WRITE, f"deleting from collection {name!r}")
         shard = self._shard(name)
+        self._wrote = True
         with self._translate(name, "delete"):
             shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
     def delete_where(self, name: str, flt: Filter) -> None:
         self._check_space(_SMALL_WRITE, f"deleting from collection {name!r}")
         shard = self._shard(name)
+        self._wrote = True
         with self._translate(name, "delete_where"):
             shard.update(qe.UpdateOperation.delete_points_by_filter(_required_filter(name, flt)))
 
     def set_payload(self, name: str, flt: Filter, payload: dict[str, Any]) -> None:
         self._check_space(_SMALL_WRITE, f"updating pages of collection {name!r}")
         shard = self._shard(name)
+        self._wrote = True
         with self._translate(name, "set_payload"):
             shard.update(qe.UpdateOperation.set_payload_by_filter(_required_filter(name, flt), payload))
 
@@ -521,36 +577,98 @@ class EdgeBackend:
         rewritten = min(int(info.points_count) * (3 * self._dims[name] + 1024), 2 * _MAX_SEGMENT_KB * 1024)
         needed = _OPEN_ROOM + rewritten  # and the new segment maps its files
         self._check_space(needed, f"optimizing collection {name!r}")
+        self._wrote = True
         with self._translate(name, "optimize"):
             changed = bool(shard.optimize())
-            shard.flush()
+        if changed:  # it made a new segment
+            self._reload(name)
+        else:
+            self._write_out(name, shard)
         return changed
 
+    def _reload(self, name: str) -> None:
+        """Write the collection's shard out, close it and load it again: the files a load maps are then
+        allocated now, by this writer, not by the first reader of a full disk. A new segment's files are
+        mostly holes until a load reads them, and a file system that allocates holes as a mapping reads
+        them (tmpfs) takes their room then (docs/operations.md, "A full disk"); elsewhere this costs a
+        load."""
+        with self._lock:
+            shard = self._shards[name]
+            self._write_out(name, shard)
+            with self._translate(name, "closing the shard"):
+                shard.close()
+            del self._shards[name]
+            try:
+                self._shards[name] = self._load(name)
+            except DiskFullError as exc:  # loaded on first use instead (see _shard), room permitting
+                log.info("%s", exc)
+
+    def _write_out(self, name: str, shard: qe.EdgeShard) -> None:
+        """Flush one shard, refused before it starts (:class:`~docvec.DiskFullError`) without the room a
+        flush takes: one that runs out of room part-way fails, and the next flush of that shard, its
+        destructor's included, can then die of SIGBUS on the same full disk. Not held to the reserve: it
+        makes writes already taken durable."""
+        self._check_space(_FLUSH_ROOM, f"writing out collection {name!r}", reserve=0)
+        with self._translate(name, "writing out"):
+            shard.flush()
+
     def flush(self) -> None:
-        """Write every open collection's pending changes out to its segments."""
+        """Write every open collection's pending changes out to its segments (a disk too full for it:
+        :class:`~docvec.DiskFullError`, the changes kept in the write-ahead log)."""
         with self._lock:
             for name, shard in self._shards.items():
-                with self._translate(name, "flush"):
-                    shard.flush()
+                self._write_out(name, shard)
 
     def close(self) -> None:
-        """Flush and close every open collection, then release the folder."""
+        """Flush and close every open collection, then release the folder.
+
+        A collection that cannot be written out (a full disk) is left as it is, and never released in
+        this process: what it holds stays in its write-ahead log, which the next open replays, and
+        releasing it would flush it once more, which on a full disk can kill the process with SIGBUS.
+        The error is raised when this process changed the collection; a reader's close only logs it.
+        """
         with self._lock:
             first_error: StoreError | None = None
             for name, shard in self._shards.items():
                 try:
+                    self._write_out(name, shard)
                     with self._translate(name, "close"):
-                        shard.flush()
                         shard.close()
                 except StoreError as exc:
-                    log.error("%s", exc)
-                    first_error = first_error or exc
+                    _never_release(shard)
+                    if self._wrote:
+                        log.error("%s", exc)
+                        first_error = first_error or exc
+                    else:
+                        log.info("%s (nothing this process wrote is in it)", exc)
             self._shards.clear()
             # Shards are closed (their WAL locks released) before the folder lock is let go.
             self._owner.release()
             log.info("closed embedded store %s", self.path)
             if first_error is not None:
                 raise first_error
+
+
+def _loads_in_a_child(shard_dir: Path) -> bool:
+    """Whether the shard in ``shard_dir`` loads, tried in a child process (see EdgeBackend._load): false
+    when the child ran out of room (killed by a signal, or qdrant-edge's ENOSPC) or could not be started;
+    true when it loaded, or failed for another reason, which this process's own load then reports."""
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", _TRIAL_LOAD, str(shard_dir)], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return False  # no interpreter to try it in (an embedded Python): the bound decides
+    if child.returncode < 0:
+        log.info("a trial load of %s ended by signal %d: too little room", shard_dir, -child.returncode)
+        return False
+    return child.returncode == 0 or not any(words in child.stderr for words in _NO_ROOM)
+
+
+def _never_release(shard: qe.EdgeShard) -> None:
+    """Keep ``shard`` alive until the process ends, its destructor never run (see EdgeBackend.close): one
+    reference more that nothing gives back."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(shard))
 
 
 def _vectors(p: Point) -> dict[str, Any]:
