@@ -30,6 +30,8 @@ from docvec import (
 )
 from docvec._cli import app
 from docvec._render._renderer import DocumentInfo, Renderer
+from docvec._pipeline._ingest import IngestProgress, Interrupted
+from docvec._records import DocumentSummary
 from docvec._store import Filter
 
 from .documents import make_text_pdf, make_tiff
@@ -535,6 +537,46 @@ def test_a_long_document_killed_late_resumes_and_never_half_replaces_the_old_one
 
 
 def test_files_that_are_not_documents_are_listed(tmp_path: Path, index: Index) -> None:
+def test_a_document_still_being_written_is_listed_as_such(tmp_path: Path, tiny_dir: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        model=str(tiny_dir),
+        embed=EmbedSettings(max_pixels=3136, threads=2),  # 2x2 tokens a page
+        render=RenderSettings(workers=1, timeout_s=120),
+    )
+    book = make_text_pdf(tmp_path / "book.pdf", 40, lines=1)
+
+    def stop(p: IngestProgress) -> None:  # a server stopping: between two pages
+        if p.page >= 35:
+            raise Interrupted(cancelled=False)
+
+    with Index.open(settings) as index:
+        with pytest.raises(Interrupted):
+            index.add([book], progress=stop)
+        (doc,) = index.documents().documents
+        # 35 pages stored (the last batch and the pages embedded since), none searchable yet
+        assert (doc.state, doc.pages_indexed, doc.pages_written, doc.page_count) == ("writing", 0, 35, 40)
+        assert index.count() == 0 and not index.search("quick brown fox", 3)
+    env = {"DOCVEC_DATA_DIR": str(settings.data_dir), "DOCVEC_MODEL": str(tiny_dir)}
+    listed = CliRunner().invoke(app, ["documents"], env=env)
+    assert listed.exit_code == 0 and "writing: 35 of 40" in listed.output, listed.output
+    with Index.open(settings) as index:
+        assert index.add([book]).pages_indexed == 5  # resumed after the 35 written, none lost
+        (doc,) = index.documents().documents
+        assert (doc.state, doc.pages_indexed, doc.pages_written, doc.page_count) == ("complete", 40, 40, 40)
+    # an older docvec's pages said the page count while they were written: read as none searchable
+    older = {
+        "doc_id": doc.doc_id,
+        "source": str(book),
+        "kind": "pdf",
+        "page_count": 40,
+        "pages_indexed": 40,
+        "state": "writing",
+        "ingested_at": "2024-05-01T00:00:00Z",
+    }
+    assert DocumentSummary.from_payload(older).pages_indexed == 0
+
+
     from docvec._render._renderer import READS_JPEG2000
 
     folder = tmp_path / "mixed"

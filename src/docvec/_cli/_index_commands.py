@@ -142,7 +142,7 @@ def documents(collection: CollectionOption = None, as_json: JsonFlag = False) ->
         (
             d.doc_id,
             d.name,
-            str(d.page_count) if d.pages_indexed == d.page_count else f"{d.pages_indexed} of {d.page_count}",
+            _pages_shown(d),
             "\n".join(f"{k}={v}" for k, v in d.tags.items()),
             d.ingested_at.strftime("%Y-%m-%d %H:%M"),
         )
@@ -198,6 +198,14 @@ def delete(
 
 def _all_documents(index: IndexLike) -> list[DocumentSummary]:
     found: list[DocumentSummary] = []
+def _pages_shown(d: DocumentSummary) -> str:
+    """A document's pages for the listing: its page count, how many are searchable when some failed, or how
+    far the writing of one still being written has got (none of its pages is searchable yet)."""
+    if d.state == "writing":
+        return f"writing: {d.pages_written} of {d.page_count}"
+    return str(d.page_count) if d.pages_indexed == d.page_count else f"{d.pages_indexed} of {d.page_count}"
+
+
     while True:
         page = index.documents(offset=len(found), limit=1000)
         found += page.documents

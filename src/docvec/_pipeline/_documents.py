@@ -22,9 +22,12 @@ __all__ = [
     "page_file",
     "page_text",
     "pages_of",
+    "remove_unfinished",
     "source_filter",
     "source_in_use",
+    "summary",
     "target_filter",
+    "unfinished_uploads",
 ]
 
 log = logging.getLogger("docvec")
@@ -56,8 +59,17 @@ def list_documents(store: Store, collection: str, *, offset: int = 0, limit: int
         total=len(doc_ids),
         offset=offset,
         limit=limit,
-        documents=[DocumentSummary.from_payload(p) for p in page],
+        documents=[summary(store, collection, p) for p in page],
     )
+
+
+def summary(store: Store, collection: str, payload: dict[str, Any]) -> DocumentSummary:
+    """A document's summary from one of its pages' payloads; one still being written says how many of its
+    pages are stored (none is searchable yet)."""
+    if payload.get("state") != "writing":
+        return DocumentSummary.from_payload(payload)
+    written = store.count(collection, Filter(doc_ids=(str(payload["doc_id"]),)))
+    return DocumentSummary.from_payload(payload, pages_written=written)
 
 
 def pages_of(store: Store, collection: str, doc_id: str) -> list[dict[str, Any]]:
@@ -161,6 +173,35 @@ def delete(
             log.info("removing the uploaded copy %s", path)
             path.unlink(missing_ok=True)
     return n, images
+
+
+def remove_unfinished(store: Store, version: str, doc_id: str) -> set[str]:
+    """Remove the pages of ``doc_id`` that ``version`` holds still being written (a cancelled upload's);
+    returns the page store files they showed. A complete document's pages are left alone."""
+    unfinished: list[str] = []
+    images: set[str] = set()
+    for pid, p in store.scroll(version, Filter(doc_ids=(doc_id,)), batch=1024):
+        if p.get("state") == "writing":
+            unfinished.append(pid)
+            images.update(str(p[f]) for f in ("image", "thumbnail") if p.get(f))
+    if unfinished:
+        store.delete(version, unfinished)
+        store.flush()
+    return images
+
+
+def unfinished_uploads(store: Store, version: str, uploads: Path) -> list[dict[str, Any]]:
+    """One page's payload for each uploaded document (read from a file under ``uploads``) that ``version``
+    holds part-written."""
+    uploads = uploads.resolve()  # sources are stored resolved
+    found = []
+    for source in store.facet(version, "source"):
+        if Path(source).parent != uploads:
+            continue
+        first = next(iter(store.scroll(version, Filter(sources=(source,)), batch=1)), None)
+        if first is not None and first[1].get("state") == "writing":
+            found.append(first[1])
+    return found
 
 
 def source_in_use(store: Store, collection: str, source: str) -> bool:

@@ -9,7 +9,9 @@ The rules that make runs repeatable:
 - a document's pages are written in batches of :data:`BATCH` as they are embedded, marked ``state:
   writing``, which searches leave out; when the last is written, every page is marked ``complete`` with
   the number written (``pages_indexed``) in one update. A run killed half-way through a long document
-  resumes it after the last batch written, so it loses at most one batch of work;
+  resumes it after the last batch written, so it loses at most one batch of work; a run stopped on
+  purpose (its progress callback raises :class:`Interrupted` between two pages) writes the pages it has
+  embedded first, and loses none;
 - the points of the file's previous version are removed only after its new version is complete, so a
   search never finds the document missing; and any run that finds a complete document removes what is
   left of the file's other versions (a run killed between the two steps left them).
@@ -46,7 +48,7 @@ from ._parts import Parts
 from ._provenance import check_same_vectors, embedding_info, recorded_info
 from ._sources import SourceDocument, discover, identify
 
-__all__ = ["IngestProgress", "Ingestor", "PageFn", "ProgressFn", "kept_text", "require_head"]
+__all__ = ["IngestProgress", "Ingestor", "Interrupted", "PageFn", "ProgressFn", "kept_text", "require_head"]
 
 log = logging.getLogger("docvec")
 
@@ -69,6 +71,17 @@ class IngestProgress:
 
 
 ProgressFn = Callable[[IngestProgress], None]
+
+
+class Interrupted(Exception):
+    """Raised by a progress callback to stop a run between two pages, on purpose: a client cancelled its
+    job (``cancelled``), or the server is stopping. Not an error of the documents: the ingest writes the
+    pages it has embedded before it lets this through, and a document left part-written resumes after them
+    when it is indexed again."""
+
+    def __init__(self, *, cancelled: bool) -> None:
+        self.cancelled = cancelled
+        super().__init__("cancelled" if cancelled else "stopped: the server is stopping")
 
 
 def _tell(
@@ -333,7 +346,13 @@ class Ingestor:
                 written += len(batch)
                 batch = []
             if progress:
-                progress(item.number, document.page_count)
+                try:
+                    progress(item.number, document.page_count)
+                except Interrupted:
+                    # stopped between pages: what is embedded is kept, so that a resume starts after it
+                    if batch:
+                        self.store.upsert(self.collection, batch)
+                    raise
         if batch:
             self.store.upsert(self.collection, batch)
             written += len(batch)
@@ -380,7 +399,7 @@ class Ingestor:
             name=document.name,
             page=page.number,
             page_count=document.page_count,
-            pages_indexed=document.page_count,  # until the document is complete: then, the pages written
+            pages_indexed=0,  # none is searchable until the document is complete: then, the pages written
             content_sha256=document.sha256,
             kind=document.kind,
             width=page.image.width,

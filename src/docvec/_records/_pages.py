@@ -72,7 +72,13 @@ class PagePayload(BaseModel):
     )
     page: int = Field(ge=1, description="Page number, 1-based.")
     page_count: int = Field(ge=1, description="Pages in the document.")
-    pages_indexed: int = Field(ge=1, description="Pages of the document in the index (the others failed).")
+    pages_indexed: int = Field(
+        ge=0,
+        description=(
+            "Pages of the document in the index (the others failed); 0 while it is being written (older "
+            "pages: its page count then)."
+        ),
+    )
     content_sha256: str = Field(description="SHA-256 of the file's bytes.")
     kind: Literal["pdf", "image"]
     width: int = Field(ge=1, description="Rendered page width in pixels.")
