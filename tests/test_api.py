@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -30,12 +31,13 @@ from docvec import (
     Settings,
     StoreUnavailableError,
 )
+from docvec._pipeline._ingest import Interrupted
 from docvec._store import Filter, Point, point_id
 from docvec.api import API_MODELS, MAX_QUERY_CHARS, create_app
 
-from .documents import png_header_only
+from .documents import make_text_pdf, png_header_only
 from .helpers import page_image
-from .processes import free_port
+from .processes import Served, docvec, free_port, served
 
 #: 8x8 tokens a page, as in test_ingest: fast, and the same path
 SMALL = 28 * 28 * 64
@@ -467,9 +469,9 @@ def test_failed_uploads_say_why_without_the_servers_paths(client: TestClient, do
     r = client.post("/documents", files={"file": ("secret.pdf", encrypted, "application/pdf")})
     assert r.status_code == 422 and r.json()["errors"][0]["path"] == "secret.pdf"
     assert data_dir not in r.text and "uploads" not in r.text
+    # refused before it is queued (its pages are counted first): no job to follow, the same answer
     r = client.post("/documents", params={"wait": "false"}, files={"file": ("secret.pdf", encrypted)})
-    job = _finish(client, r.json())
-    assert job["status"] == "failed" and "password" in job["detail"] and data_dir not in json.dumps(job)
+    assert r.status_code == 422 and "password" in r.json()["detail"] and data_dir not in r.text
 
 
 @contextmanager
@@ -583,7 +585,7 @@ def test_oversized_upload_is_413(keyed_client: TestClient) -> None:
     )
     assert r.status_code == 413
     uploads = keyed_client.app.state.index.uploads  # type: ignore[attr-defined]
-    assert not any(uploads.iterdir())
+    assert not [p for p in uploads.rglob("*") if p.is_file()]
 
 
 def test_uploads_over_the_sync_size_go_to_a_job(keyed_client: TestClient) -> None:
@@ -597,6 +599,212 @@ def test_uploads_over_the_sync_size_go_to_a_job(keyed_client: TestClient) -> Non
         "/documents", headers=h, params={"wait": "true"}, files={"file": ("small.png", buf.getvalue())}
     )
     assert r.status_code == 200 and r.json()["name"] == "small.png"
+
+
+# -- uploads: the page limit, the writer's queue, cancel, stop and crash -------------------------------
+
+
+def _png(seed: int) -> bytes:
+    buf = io.BytesIO()
+    page_image(120, 160, seed=seed).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _stored_files(folder: Path) -> list[str]:
+    """The files under ``folder`` (the uploads folder and its queue), by their path in it."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def _running(get: Any, job: dict[str, Any], page: int, timeout: float = 120) -> dict[str, Any]:
+    """Poll a job (``get(url)`` answers its JSON) until it runs with at least ``page`` pages done."""
+    deadline = time.monotonic() + timeout
+    while not (job["status"] == "running" and job["page"] >= page):
+        assert job["status"] in ("queued", "running"), job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.05)
+        job = get(job["status_url"])
+    return job
+
+
+def test_a_long_upload_goes_to_the_queue_and_jobs_can_be_cancelled(tmp_path: Path, tiny_dir: Path) -> None:
+    long, other = make_text_pdf(tmp_path / "long.pdf", 200, lines=1), make_text_pdf(tmp_path / "b.pdf", 20)
+    with TestClient(create_app(_settings(tmp_path / "data", tiny_dir))) as c:
+        uploads: Path = c.app.state.index.uploads  # type: ignore[attr-defined]
+        # over DOCVEC_SYNC_UPLOAD_PAGES (10), however few its bytes: a job at once
+        started = time.monotonic()
+        r = c.post("/documents", files={"file": ("long.pdf", long.read_bytes())})
+        assert r.status_code == 202 and time.monotonic() - started < 10, r.text
+        running = _running(lambda url: c.get(url).json(), r.json(), page=2)
+        assert running["page_count"] == 200
+        queued = c.post("/documents", files={"file": ("b.pdf", other.read_bytes())}).json()
+        # a small upload is not held behind them: answered at once, with a job
+        started = time.monotonic()
+        small = c.post("/documents", files={"file": ("small.png", _png(5))})
+        assert small.status_code == 202 and time.monotonic() - started < 5, small.text
+
+        r = c.delete(queued["status_url"])
+        assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+        assert not [f for f in _stored_files(uploads) if queued["job_id"] in f]  # its file went with it
+        r = c.delete(running["status_url"])  # stops at its next page, and what it wrote goes
+        assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+        assert c.delete(running["status_url"]).status_code == 409  # nothing left to cancel
+        assert c.get(running["status_url"]).json()["status"] == "cancelled"
+
+        done = _finish(c, small.json())
+        assert done["status"] == "done" and done["result"]["name"] == "small.png"
+        listed = c.get("/documents").json()
+        assert [(d["name"], d["state"], d["pages_indexed"]) for d in listed["documents"]] == [
+            ("small.png", "complete", 1)
+        ]
+        sha = hashlib.sha256(_png(5)).hexdigest()
+        assert _stored_files(uploads) == [f"{sha}.png"]  # nothing of the cancelled ones is kept
+        assert c.app.state.index.count() == 1  # type: ignore[attr-defined]
+
+
+def test_a_delete_beside_a_new_upload_of_the_same_bytes(tmp_path: Path, tiny_dir: Path) -> None:
+    data = _png(9)
+    with TestClient(create_app(_settings(tmp_path / "data", tiny_dir))) as c:
+        doc_id = c.post("/documents", params={"wait": "true"}, files={"file": ("a.png", data)}).json()[
+            "doc_id"
+        ]
+        with ThreadPoolExecutor(2) as pool:
+            for _ in range(10):
+                deleted = pool.submit(c.delete, f"/documents/{doc_id}")
+                again = pool.submit(
+                    c.post, "/documents", params={"wait": "true"}, files={"file": ("a.png", data)}
+                )
+                assert deleted.result().status_code == 200
+                up = again.result()
+                # either order is a right one; a 422 (no document?) never is
+                assert up.status_code == 200, up.text
+                listed = c.get(f"/documents/{doc_id}").status_code == 200
+                assert listed == (not up.json()["already_indexed"])  # indexed after the delete, or before it
+                if listed:
+                    assert c.get(f"/documents/{doc_id}/file").content == data  # its kept copy is whole
+                else:
+                    assert c.post(
+                        "/documents", params={"wait": "true"}, files={"file": ("a.png", data)}
+                    ).is_success
+
+
+def test_an_upload_left_part_written_without_a_record_is_finished_at_start(
+    tmp_path: Path, tiny_dir: Path
+) -> None:
+    settings = _settings(tmp_path / "data", tiny_dir).model_copy(
+        update={"embed": EmbedSettings(max_pixels=3136, threads=2)}
+    )
+    pdf = make_text_pdf(tmp_path / "old.pdf", 40, lines=1)
+
+    def stop(page: int, count: int) -> None:
+        if page >= 33:
+            raise Interrupted(cancelled=False)
+
+    # as a server of an older docvec left it: its pages part-written, its copy kept, no record of it
+    with Index.open(settings) as ix:
+        with pytest.raises(Interrupted):
+            ix.add_upload(
+                io.BytesIO(pdf.read_bytes()), name="old.pdf", tags=["team=ops"], limit=1 << 20, progress=stop
+            )
+        assert [d.state for d in ix.documents().documents] == ["writing"]
+    with TestClient(create_app(settings)) as c:
+        deadline = time.monotonic() + 60
+        while (doc := c.get("/documents").json()["documents"][0])["state"] != "complete":
+            assert time.monotonic() < deadline, doc
+            time.sleep(0.1)
+        assert (doc["name"], doc["pages_indexed"], doc["tags"]) == ("old.pdf", 40, {"team": "ops"})
+
+
+def _upload_env(tmp_path: Path, tiny_dir: Path) -> dict[str, str]:
+    """A server's environment: 2x2 tokens a page, so that a few hundred pages take seconds."""
+    return {
+        "DOCVEC_DATA_DIR": str(tmp_path / "data"),
+        "DOCVEC_MODEL": str(tiny_dir),
+        "DOCVEC_EMBED__MAX_PIXELS": "3136",
+        "DOCVEC_EMBED__THREADS": "2",
+        "DOCVEC_RENDER__WORKERS": "1",
+    }
+
+
+def _get(server: Served, url: str) -> dict[str, Any]:
+    r = httpx.get(server.url + url, timeout=30)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def _post(server: Served, name: str, data: bytes, timeout: float = 30) -> httpx.Response:
+    return httpx.post(f"{server.url}/documents", files={"file": (name, data)}, timeout=timeout)
+
+
+def _follow(server: Served, url: str, timeout: float = 180) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    job = _get(server, url)
+    while job["status"] not in ("done", "failed", "cancelled"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+        job = _get(server, url)
+    return job
+
+
+def test_a_stop_keeps_the_queue_and_the_next_start_resumes_it(tmp_path: Path, tiny_dir: Path) -> None:
+    env, data = _upload_env(tmp_path, tiny_dir), tmp_path / "data"
+    book = make_text_pdf(tmp_path / "book.pdf", 5000, lines=1)  # 1.8 MB: small in bytes
+    long = make_text_pdf(tmp_path / "long.pdf", 300, lines=1)
+    with served(env, tmp_path / "serve.log") as server:
+        r = _post(server, "book.pdf", book.read_bytes(), timeout=60)
+        assert r.status_code == 413, r.text
+        assert "5000 pages" in r.json()["detail"] and "DOCVEC_MAX_UPLOAD_PAGES" in r.json()["detail"]
+        assert _stored_files(data / "uploads") == []  # nothing of it kept
+
+        r = _post(server, "long.pdf", long.read_bytes())
+        assert r.status_code == 202, r.text
+        job = _running(lambda url: _get(server, url), r.json(), page=40)
+        small = _post(server, "small.png", _png(3), timeout=10)  # answered at once, not after the long one
+        assert small.status_code == 202 and small.json()["status"] == "queued", small.text
+
+        stopped = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0, server.tail()
+        assert time.monotonic() - stopped < 15, server.tail()  # at the next page, not at the end
+    saved = {
+        j: json.loads((data / "jobs" / f"{j}.json").read_text())
+        for j in (job["job_id"], small.json()["job_id"])
+    }
+    assert [s["status"] for s in saved.values()] == ["queued", "queued"]
+
+    with served(env, tmp_path / "again.log") as server:
+        done = _follow(server, job["status_url"])
+        assert done["status"] == "done" and done["result"]["pages"] == 300, done
+        assert _follow(server, small.json()["status_url"])["status"] == "done"
+        listed = _get(server, "/documents")["documents"]
+        assert sorted((d["name"], d["state"], d["pages_indexed"]) for d in listed) == [
+            ("long.pdf", "complete", 300),
+            ("small.png", "complete", 1),
+        ]
+    assert "resuming after page" in server.tail(20_000)  # after its last pages written, not from page 1
+
+
+def test_a_crash_mid_upload_is_listed_as_unfinished_and_resumed(tmp_path: Path, tiny_dir: Path) -> None:
+    env = _upload_env(tmp_path, tiny_dir)
+    long = make_text_pdf(tmp_path / "long.pdf", 300, lines=1)
+    with served(env, tmp_path / "serve.log") as server:
+        r = _post(server, "long.pdf", long.read_bytes())
+        assert r.status_code == 202, r.text
+        job = _running(lambda url: _get(server, url), r.json(), page=40)
+        server.process.kill()  # SIGKILL: a crash, a power cut
+        server.process.wait()
+    listing = docvec("documents", "--json", env=env)
+    assert listing.returncode == 0, listing.stderr
+    (doc,) = json.loads(listing.stdout)
+    # stored in part, searchable not at all: said so, not "300 of 300"
+    assert (doc["state"], doc["pages_indexed"], doc["page_count"]) == ("writing", 0, 300)
+    assert 32 <= doc["pages_written"] < 300
+    with served(env, tmp_path / "again.log") as server:
+        done = _follow(server, job["status_url"])  # its job is known after the restart, and resumed
+        assert done["status"] == "done" and done["result"]["pages"] == 300, done
+        (doc,) = _get(server, "/documents")["documents"]
+        assert (doc["state"], doc["pages_indexed"], doc["pages_written"]) == ("complete", 300, 300)
+        assert _get(server, "/healthz")["pages"] == 300
+    assert "resuming after page" in server.tail(20_000)
 
 
 def test_a_moved_file_is_not_served_and_its_path_not_told(tmp_path: Path, tiny_dir: Path) -> None:

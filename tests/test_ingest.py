@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -29,9 +30,9 @@ from docvec import (
     discover,
 )
 from docvec._cli import app
-from docvec._render._renderer import DocumentInfo, Renderer
 from docvec._pipeline._ingest import IngestProgress, Interrupted
 from docvec._records import DocumentSummary
+from docvec._render._renderer import DocumentInfo, Renderer
 from docvec._store import Filter
 
 from .documents import make_text_pdf, make_tiff
@@ -536,7 +537,6 @@ def test_a_long_document_killed_late_resumes_and_never_half_replaces_the_old_one
         assert doc.pages_indexed == doc.page_count == 2000
 
 
-def test_files_that_are_not_documents_are_listed(tmp_path: Path, index: Index) -> None:
 def test_a_document_still_being_written_is_listed_as_such(tmp_path: Path, tiny_dir: Path) -> None:
     settings = Settings(
         data_dir=tmp_path / "data",
@@ -577,6 +577,39 @@ def test_a_document_still_being_written_is_listed_as_such(tmp_path: Path, tiny_d
     assert DocumentSummary.from_payload(older).pages_indexed == 0
 
 
+def test_gc_collects_unused_uploads_and_stale_leftovers(index: Index) -> None:
+    def png(seed: int) -> io.BytesIO:
+        buf = io.BytesIO()
+        page_image(120, 160, seed=seed).save(buf, "PNG")
+        buf.seek(0)
+        return buf
+
+    limit, old = 1 << 20, time.time() - 2 * 3600
+    kept = Path(index.add_upload(png(1), name="kept.png", limit=limit).source)
+    queued = index.queue_upload(index.keep_upload(png(2), name="queued.png", limit=limit))
+    never = index.keep_upload(png(3), name="never.png", limit=limit).path  # kept, never queued
+    orphan = index.uploads / f"{'ab' * 32}.png"  # a copy no document uses (an older docvec left it)
+    orphan.write_bytes(png(4).getvalue())
+    stale = index.uploads / ".queue" / ".upload-stale"  # a receiving cut short two hours ago
+    stale.write_bytes(b"x" * 10)
+    os.utime(stale, (old, old))
+    fresh = index.uploads / ".upload-fresh"  # one being received now
+    fresh.write_bytes(b"y")
+    report = index.gc()
+    assert (report.uploads_removed, report.upload_bytes_freed) == (2, len(png(4).getvalue()) + 10)
+    assert not orphan.exists() and not stale.exists()
+    assert kept.is_file() and never.is_file() and fresh.is_file()
+    assert (index.uploads / ".queue" / f"{queued.upload_id}.png").is_file()  # a queued upload's file stays
+    os.utime(never, (old, old))
+    assert index.gc().uploads_removed == 1 and not never.exists()  # kept and forgotten: goes once old
+    up = index.index_queued(queued.upload_id)  # and the queued one is still indexed from its own file
+    assert up.name == "queued.png" and up.pages == 1 and not up.already_indexed
+    assert index.gc().uploads_removed == 0
+    left = sorted(p.name for p in index.uploads.rglob("*") if p.is_file())
+    assert left == sorted([kept.name, Path(up.source).name, fresh.name])
+
+
+def test_files_that_are_not_documents_are_listed(tmp_path: Path, index: Index) -> None:
     from docvec._render._renderer import READS_JPEG2000
 
     folder = tmp_path / "mixed"

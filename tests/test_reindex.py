@@ -533,7 +533,13 @@ def test_page_images_go_when_no_version_shows_them(tmp_path: Path, documents: Pa
     stray.parent.mkdir(exist_ok=True)
     stray.write_bytes(b"x")
     r = docvec("gc", "--json", env=env)
-    assert json.loads(r.stdout) == {"files_removed": 1, "bytes_freed": 1, "files_kept": 2}
+    assert json.loads(r.stdout) == {
+        "files_removed": 1,
+        "bytes_freed": 1,
+        "files_kept": 2,
+        "uploads_removed": 0,
+        "upload_bytes_freed": 0,
+    }
     r = docvec("collections", "drop", "docvec.v2", env=env)
     assert r.returncode == 2 and "live" in r.stderr
 

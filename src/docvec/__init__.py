@@ -52,6 +52,7 @@ from ._model import Embedder, ModelFiles, Reranker
 from ._model._embedder import ImageStates, TokenStates
 from ._model._gguf import GGUFInfo
 from ._pipeline._ingest import IngestProgress
+from ._pipeline._queue import QueuedUpload
 from ._pipeline._sources import Discovered, SourceDocument, discover
 from ._queries import read_queries, write_results
 from ._records import (
@@ -113,6 +114,7 @@ __all__ = [
     "PageStore",
     "PageStoreError",
     "PageText",
+    "QueuedUpload",
     "ReindexReport",
     "ReindexSpec",
     "RemoteIndex",

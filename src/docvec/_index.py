@@ -12,6 +12,7 @@ load.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -29,16 +30,19 @@ from ._errors import (
     InputError,
     ModelError,
     NotFoundError,
+    RenderError,
+    TooLargeError,
 )
 from ._fileio import MB
 from ._live import RESOLVE_EVERY, LiveVersion, new_renderer, target_text
 from ._model import Embedder, Reranker
 from ._model._registry import reranker_names
 from ._pipeline import _documents, _gc, _rerank, _search
-from ._pipeline._ingest import PageFn, ProgressFn
+from ._pipeline._ingest import Interrupted, PageFn, ProgressFn
 from ._pipeline._parts import Parts
+from ._pipeline._queue import QueuedUpload, UploadQueue
 from ._pipeline._reindex import Reindexer
-from ._pipeline._sources import SourceDocument, save_upload
+from ._pipeline._sources import SourceDocument
 from ._pipeline._versions import Fit, fitting_settings, list_versions, version_record
 from ._records import (
     DocumentList,
@@ -58,15 +62,19 @@ from ._records import (
     parse_tags,
     rerank_depth,
 )
+from ._render import Renderer
 from ._store import VERSION_RE, Filter, PageStore, Store, open_store
 
-__all__ = ["GC_GRACE_S", "Index"]
+__all__ = ["GC_GRACE_S", "UPLOAD_GRACE_S", "Index"]
 
 log = logging.getLogger("docvec")
 
 #: With a Qdrant server, page images written or reused this recently are never collected (a run in
 #: another process may be about to store the page that shows one).
 GC_GRACE_S = 24 * 3600.0
+#: Leftovers of uploads (a temporary file of one being received, an upload kept and never queued) this
+#: recent are never collected: a request may be receiving it, or a caller about to index it.
+UPLOAD_GRACE_S = 3600.0
 
 
 class Index(Closing):
@@ -93,6 +101,10 @@ class Index(Closing):
         reserve = settings.store_reserve_mb * MB
         self.pages = PageStore(settings.data_dir / "pages", reserve=reserve)
         self.uploads = settings.data_dir / "uploads"
+        self._queue = UploadQueue(self.uploads)
+        # counts an upload's pages before it is accepted: PDFium runs in a worker process, never in this one
+        self._inspector: Renderer | None = None
+        self._inspector_lock = threading.Lock()
         self._store: Store = open_store(
             path=settings.data_dir / "qdrant",
             url=settings.qdrant_url,
@@ -193,10 +205,53 @@ class Index(Closing):
             return ingestor.run(paths, recursive=recursive, prune=prune, tags=tag_list, progress=progress)
 
     def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
-        """The first half of :meth:`add_upload`: keep the upload (refused, with nothing kept, when over
-        ``limit`` bytes, empty or no document) and identify it, without indexing it yet."""
+        """The first half of :meth:`add_upload`: keep the upload, identify it and count its pages, without
+        indexing it yet. Refused with nothing kept: over ``limit`` bytes or ``settings.max_upload_pages``
+        pages (:class:`~docvec.TooLargeError`), empty or no document (:class:`~docvec.RenderError`), or a
+        document that cannot be opened (:class:`~docvec.IngestError`, with the reason).
+
+        What it keeps waits in the upload queue's folder under a name of its own (never the
+        ``<sha256>.<ext>`` another upload of the same bytes shares): :meth:`add_upload` indexes it, or
+        :meth:`queue_upload` queues it for :meth:`index_queued`; one neither takes is collected by
+        :meth:`gc` after :data:`UPLOAD_GRACE_S`.
+        """
         reserve = self.settings.store_reserve_mb * MB
-        return save_upload(stream, self.uploads, limit=limit, name=name, reserve=reserve)
+        document = self._queue.receive(stream, name=name, limit=limit, reserve=reserve)
+        try:
+            pages = self._count_pages(document)
+        except BaseException:
+            document.path.unlink(missing_ok=True)
+            raise
+        return dataclasses.replace(document, page_count=pages)
+
+    def _count_pages(self, document: SourceDocument) -> int:
+        """An upload's pages, counted by a render worker; over ``settings.max_upload_pages`` is refused."""
+        with self._inspector_lock:
+            if self._inspector is None:
+                render = self.settings.render
+                # it only opens documents: the page budget is never used
+                self._inspector = Renderer(
+                    workers=1,
+                    target_pixels=1,
+                    timeout_s=render.timeout_s,
+                    memory_limit=render.max_memory_mb * MB,
+                )
+            try:
+                count = self._inspector.open(document.path, document.kind).page_count
+            except RenderError as e:
+                # the reason an ingest gives, about the client's name: never the queue's own file name
+                raise IngestError(
+                    f"{document.name} could not be indexed: {e.reason}",
+                    [{"path": document.name, "reason": e.reason}],
+                ) from None
+        most = self.settings.max_upload_pages
+        if count > most:
+            raise TooLargeError(
+                f"{count} pages, over the {most} an upload may have (DOCVEC_MAX_UPLOAD_PAGES): split it, "
+                "or index it from a file the server can read (`docvec ingest`)",
+                item=document.name,
+            )
+        return count
 
     def add_upload(
         self,
@@ -213,9 +268,10 @@ class Index(Closing):
         :meth:`keep_upload` kept of it. ``name`` is the client's file name: the document's display name,
         and the only name its messages use. Content already indexed (from a file, or an earlier upload) is
         reported as that document, and no second copy is kept. Refused with nothing kept: a bad tag
-        (:class:`~docvec.InputError`), more than ``limit`` bytes (:class:`~docvec.TooLargeError`), no
-        document (:class:`~docvec.RenderError`), or a document that cannot be indexed
-        (:class:`~docvec.IngestError`, with the reasons). ``progress`` hears of each page.
+        (:class:`~docvec.InputError`), more than ``limit`` bytes or ``settings.max_upload_pages`` pages
+        (:class:`~docvec.TooLargeError`), no document (:class:`~docvec.RenderError`), or a document that
+        cannot be indexed (:class:`~docvec.IngestError`, with the reasons). ``progress`` hears of each
+        page.
         """
         tag_list = parse_tags(tags)
         if isinstance(upload, SourceDocument):
@@ -226,15 +282,90 @@ class Index(Closing):
             document = self.keep_upload(upload, name=name, limit=limit)
         shown = name or document.name
         with self._write_lock:
-            ingestor = self._live.ingest_stage()
-            version = ingestor.collection
-            report = ingestor.ingest(document, tags=tag_list, progress=progress)
-            ingestor.commit()
-            stored = next(iter(self._store.scroll(version, Filter(doc_ids=(document.doc_id,)))), None)
-            kept = stored is not None and stored[1].get("source") == str(document.path)
-            # not indexed, or indexed from elsewhere: this copy is not needed (unless a page still uses it)
-            if not kept and not _documents.source_in_use(self._store, self.collection, str(document.path)):
-                document.path.unlink(missing_ok=True)
+            # out of the queue's folder under the lock that deletes take too: a delete of the document these
+            # bytes were indexed as cannot remove the copy before it is indexed again
+            document = self._queue.take(document)
+            return self._index_kept(document, shown=shown, tags=list(tag_list), progress=progress)
+
+    def queue_upload(self, document: SourceDocument, *, tags: Sequence[str] = ()) -> QueuedUpload:
+        """Queue what :meth:`keep_upload` kept, durably, to be indexed by :meth:`index_queued`: it survives a
+        stop or a crash of this process until then (see :meth:`recover_uploads`)."""
+        return self._queue.add(document, collection=self.collection, tags=list(parse_tags(tags)))
+
+    def index_queued(self, upload_id: str, *, progress: PageFn | None = None) -> Upload:
+        """Index a queued upload (see :meth:`queue_upload`), as :meth:`add_upload` does, and drop it from the
+        queue once it is indexed or has failed.
+
+        ``progress`` hears of each page, and may stop the work between two pages by raising
+        :class:`~docvec._pipeline._ingest.Interrupted`: a cancel removes what was written of the document
+        and the upload itself; a stop keeps both (the pages written stay, unsearchable, and the upload
+        stays queued), and indexing it again resumes after them. :class:`~docvec.NotFoundError` when the
+        queue has no such upload, or its file is gone (an interrupted upload whose document was deleted
+        since).
+        """
+        with self._write_lock:
+            record = self._queue.get(upload_id)
+            if record is None:
+                raise NotFoundError(f"no queued upload {upload_id}")
+            document = self._queue.start(record)
+            if document is None:
+                self._queue.remove(record)
+                raise NotFoundError(
+                    f"{record.name} could not be indexed: its document was deleted before the upload "
+                    "was resumed"
+                )
+            try:
+                upload = self._index_kept(document, shown=record.name, tags=record.tags, progress=progress)
+            except Interrupted as e:
+                if e.cancelled:
+                    self._abandon(record, document)
+                raise  # a stop: the record stays, and the next start resumes the document
+            except Exception:
+                self._queue.remove(record)  # a failure is final: the job says why
+                raise
+            self._queue.remove(record)
+            return upload
+
+    def drop_queued(self, upload_id: str) -> bool:
+        """Remove a queued upload that no thread is indexing (a job cancelled before it started), with its
+        file; whether there was one. A file kept in ``uploads/`` stays for :meth:`gc` to judge."""
+        record = self._queue.get(upload_id)
+        if record is not None:
+            self._queue.remove(record)
+        return record is not None
+
+    def recover_uploads(self) -> list[QueuedUpload]:
+        """The uploads to this collection a server indexes when it starts: its queue, the uploads a stop or
+        a crash interrupted first; and, queued now as interrupted ones, the uploaded documents left
+        part-written without a record (by a server of an older docvec)."""
+        with self._write_lock:
+            records = [r for r in self._queue.records() if r.collection == self.collection]
+            version = self._live.version()
+            if version is None:
+                return records
+            known = {r.doc_id for r in records}
+            for payload in _documents.unfinished_uploads(self._store, version, self.uploads):
+                path = Path(str(payload["source"]))
+                if payload["doc_id"] in known or not path.is_file():
+                    continue
+                log.info("%s: an upload left part-written; indexing it again", display_name(payload))
+                records.insert(0, self._queue.adopt(payload, path, collection=self.collection))
+                known.add(str(payload["doc_id"]))
+            return records
+
+    def _index_kept(
+        self, document: SourceDocument, *, shown: str, tags: list[str], progress: PageFn | None
+    ) -> Upload:
+        """Index an upload kept in ``uploads/``; the caller holds the write lock. The copy goes when it is
+        not what the document is read from (not indexed, or indexed from elsewhere) and no page uses it."""
+        ingestor = self._live.ingest_stage()
+        version = ingestor.collection
+        report = ingestor.ingest(document, tags=tags, progress=progress)
+        ingestor.commit()
+        stored = next(iter(self._store.scroll(version, Filter(doc_ids=(document.doc_id,)))), None)
+        kept = stored is not None and stored[1].get("source") == str(document.path)
+        if not kept and not _documents.source_in_use(self._store, self.collection, str(document.path)):
+            document.path.unlink(missing_ok=True)
         if stored is None:
             raise IngestError(
                 f"{shown} could not be indexed: " + "; ".join(f.reason for f in report.failures),
@@ -248,6 +379,17 @@ class Index(Closing):
             pages=self._store.count(version, Filter(doc_ids=(document.doc_id,))),
             already_indexed=not report.documents_indexed,
         )
+
+    def _abandon(self, record: QueuedUpload, document: SourceDocument) -> None:
+        """A cancelled upload, interrupted part-way: its pages written so far go (and the page images only
+        they showed), its kept copy unless a document uses it, and its record."""
+        version = self._live.ingest_stage().collection
+        images = _documents.remove_unfinished(self._store, version, document.doc_id)
+        if images:
+            _gc.release(self._store, self.pages, images, before=time.time() - self._gc_grace())
+        if not _documents.source_in_use(self._store, self.collection, str(document.path)):
+            document.path.unlink(missing_ok=True)
+        self._queue.remove(record)
 
     def search(
         self,
@@ -496,15 +638,26 @@ class Index(Closing):
         return self.gc()
 
     def gc(self, *, grace_s: float | None = None) -> GcReport:
-        """Remove the page images that no version of any collection in the store shows.
+        """Remove the page images that no version of any collection in the store shows, and the uploaded
+        files that no document of any version uses and no queued upload needs.
 
-        An image written or reused less than ``grace_s`` seconds ago is kept, so that a run in progress in
-        another process never loses one (default: none on the embedded store, whose writers all wait for
-        this one; a day with a Qdrant server, whose writers may be anywhere).
+        An image or an upload written or reused less than ``grace_s`` seconds ago is kept, so that a run in
+        progress in another process never loses one (default: none on the embedded store, whose writers
+        all wait for this one; a day with a Qdrant server, whose writers may be anywhere). The leftovers of
+        uploads never finished (a temporary file, an upload kept and never queued) are kept for
+        ``grace_s`` or, by default, :data:`UPLOAD_GRACE_S`: a request may be receiving one.
         """
         grace = self._gc_grace() if grace_s is None else grace_s
+        now = time.time()
         with self._write_lock:
-            return _gc.collect(self._store, self.pages, before=time.time() - grace)
+            report = _gc.collect(self._store, self.pages, before=now - grace)
+            removed, freed = _gc.collect_uploads(
+                self._store,
+                self._queue,
+                before=now - grace,
+                stale=now - (UPLOAD_GRACE_S if grace_s is None else grace_s),
+            )
+        return report.model_copy(update={"uploads_removed": removed, "upload_bytes_freed": freed})
 
     def _gc_grace(self) -> float:
         return GC_GRACE_S if self._store.backend.resolves_aliases else 0.0
@@ -523,6 +676,8 @@ class Index(Closing):
             self._live.close()
             if self._reranker is not None:
                 self._reranker.close()
+            if self._inspector is not None:
+                self._inspector.close()
         finally:
             self._store.close()
 

@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import shlex
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -419,13 +420,35 @@ def serve(
                 port=port,
                 log_level=log_level.lower(),
                 log_config=config,
+                # a stop (Ctrl-C, SIGTERM) waits this long for the requests under way, then the app's
+                # shutdown stops the running job at its next page: no request holds the server longer
+                timeout_graceful_shutdown=_GRACEFUL_S,
             )
         )
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops (as in uvicorn.run)
-            server.run(sockets=[sock])
+        # SIGTERM (a service manager's stop, `docker stop`) stops it as Ctrl-C does: uvicorn shuts the app
+        # down, then raises the signal again, which this handler turns into a clean exit (the index closed
+        # below) instead of the default's abrupt end
+        previous = signal.signal(signal.SIGTERM, _terminated)
+        try:
+            with contextlib.suppress(KeyboardInterrupt, _Terminated):  # as in uvicorn.run
+                server.run(sockets=[sock])
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
         sock.close()
         index.close()
+
+
+class _Terminated(Exception):
+    """SIGTERM, once uvicorn has stopped the server."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+#: seconds a stopping server waits for requests under way (a search, an upload being received)
+_GRACEFUL_S = 5
 
 
 def _reranker_line(index: Index) -> str:

@@ -161,7 +161,8 @@ def drop_version(
 
 @app.command()
 def gc(collection: CollectionOption = None, as_json: JsonFlag = False) -> None:
-    """Remove the page images that no version of any collection shows (--json: the counts)."""
+    """Remove the page images that no version of any collection shows, and the uploaded files no document
+    uses and no queued upload needs (--json: the counts)."""
     s = settings(collection=collection)
     with errors(), read_index(s) as index:
         report = index.gc()
@@ -170,6 +171,7 @@ def gc(collection: CollectionOption = None, as_json: JsonFlag = False) -> None:
         return
     out.print(
         f"page store: {report.files_removed} files removed ({report.bytes_freed} bytes), "
-        f"{report.files_kept} kept",
+        f"{report.files_kept} kept\n"
+        f"uploads: {report.uploads_removed} unused files removed ({report.upload_bytes_freed} bytes)",
         highlight=False,
     )

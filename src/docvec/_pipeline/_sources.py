@@ -150,15 +150,22 @@ def sha256_of(path: Path) -> str:
 
 
 def save_upload(
-    stream: BinaryIO, folder: Path, *, limit: int, name: str | None = None, reserve: int = 0
+    stream: BinaryIO,
+    folder: Path,
+    *,
+    limit: int,
+    name: str | None = None,
+    reserve: int = 0,
+    stem: str | None = None,
 ) -> SourceDocument:
-    """Stream an upload into ``folder`` as ``<sha256>.<ext>`` (the extension from its content) and
-    identify it; nothing is kept when it is over ``limit`` bytes (:class:`TooLargeError`), empty or no
-    document (:class:`RenderError`), or when its disk would keep less than ``reserve`` bytes free
-    (:class:`~docvec.DiskFullError`). ``name`` (the client's file name) is the document's display name and
-    the one its messages use: the server's own paths never appear in them.
+    """Stream an upload into ``folder`` as ``<stem>.<ext>`` (default stem: its SHA-256; the extension
+    from its content) and identify it; nothing is kept when it is over ``limit`` bytes
+    (:class:`TooLargeError`), empty or no document (:class:`RenderError`), or when its disk would keep less
+    than ``reserve`` bytes free (:class:`~docvec.DiskFullError`). ``name`` (the client's file name) is the
+    document's display name and the one its messages use: the server's own paths never appear in them.
 
-    The same bytes uploaded twice are one file: a second upload replaces the first with identical content.
+    Named by its hash, the same bytes uploaded twice are one file: a second upload replaces the first with
+    identical content.
     """
     shown = name or "the upload"
     folder.mkdir(parents=True, exist_ok=True)
@@ -186,7 +193,7 @@ def save_upload(
         if kind is None or ext is None:
             raise RenderError(shown, _NOT_A_DOCUMENT)
         sha = h.hexdigest()
-        final = folder / f"{sha}.{ext}"
+        final = folder / f"{stem or sha}.{ext}"
         tmp_path.replace(final)
     finally:
         tmp_path.unlink(missing_ok=True)

@@ -175,8 +175,16 @@ class ReindexReport(BaseModel):
 
 
 class GcReport(BaseModel):
-    """What a page-store collection removed: `docvec gc --json` prints this."""
+    """What a collection of unused files removed: `docvec gc --json` prints this."""
 
-    files_removed: int
-    bytes_freed: int
-    files_kept: int
+    files_removed: int = Field(description="Page store files (page images, thumbnails) removed.")
+    bytes_freed: int = Field(description="Their bytes.")
+    files_kept: int = Field(description="Page store files kept.")
+    uploads_removed: int = Field(
+        0,
+        description=(
+            "Uploaded files removed: kept copies no document uses any more and no queued upload needs, and "
+            "leftovers of uploads never finished."
+        ),
+    )
+    upload_bytes_freed: int = Field(0, description="Their bytes.")

@@ -41,8 +41,9 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
             served = index or stack.enter_context(Index.open(settings))
             served.prepare()  # a bad model fails now, not at the first request
             app.state.index = served
-            app.state.jobs = jobs = Jobs(app.state.redact)
-            stack.callback(jobs.close)  # before the index closes: the running upload finishes first
+            # resumes the uploads a stop or a crash left queued
+            app.state.jobs = jobs = Jobs(app.state.redact, index=served)
+            stack.callback(jobs.close)  # before the index closes: the running job stops at its next page
             log.info("serving %s from %s", settings.collection, settings.data_dir)
             try:
                 yield

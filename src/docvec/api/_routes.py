@@ -6,6 +6,8 @@ the embedder its own calls, searches run side by side.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -13,11 +15,11 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
-from .._errors import NotFoundError, StoreError
+from .._errors import NotFoundError, StoreError, rebuild_error
 from .._index import Index
-from .._pipeline._sources import SourceDocument
 from .._records import (
     DOC_ID_PATTERN,
     DocumentList,
@@ -29,7 +31,7 @@ from .._records import (
     rerank_depth,
 )
 from . import _models as models
-from ._jobs import Job, Jobs, Progress
+from ._jobs import Job, Jobs
 
 __all__ = ["router"]
 
@@ -196,41 +198,98 @@ def page_thumbnail(request: Request, doc_id: _DOC_ID, page: _PAGE) -> FileRespon
         413: {"model": models.ErrorResponse},
     },
 )
-def upload_document(
+async def upload_document(
     request: Request,
     file: Annotated[UploadFile, File(description="A PDF or an image (not empty).")],
     tag: Annotated[list[models.TagText], Form(description="key=value metadata (repeatable).")] = [],  # noqa: B006
     wait: Annotated[
         bool | None,
-        Query(description="Answer when indexed (true) or at once with a job (false); default: by size."),
+        Query(
+            description=(
+                "Answer when indexed (true) or at once with a job (false); default: when indexed if it is "
+                "small (DOCVEC_SYNC_UPLOAD_MB, DOCVEC_SYNC_UPLOAD_PAGES) and nothing else is being indexed."
+            )
+        ),
     ] = None,
 ) -> Any:
-    """Upload one PDF or image and index it: 200 with the document when done, or, for a large one, 202 with
-    a job to follow at its ``status_url``; 422 with the reasons when it cannot be indexed."""
+    """Upload one PDF or image and index it: 200 with the document when done, or 202 with a job to follow
+    at its ``status_url``; 413 over the size or page limit, 422 with the reasons when it cannot be
+    indexed.
+
+    Async on purpose: a request that waits for its upload holds no thread of the server's pool meanwhile,
+    and the work itself is the writer's (the one thread every write goes through, which a stop reaches)."""
     index, state = _index(request), request.app.state
+    jobs: Jobs = state.jobs
     name = file.filename or "the upload"
     tags = parse_tags(tag)  # before anything is saved: a bad tag is a 400
+    # receiving it and counting its pages (a render worker's) block: a thread of the pool does that
+    document = await run_in_threadpool(
+        partial(index.keep_upload, file.file, name=name, limit=state.upload_limit)
+    )
+    try:
+        queued = await run_in_threadpool(partial(index.queue_upload, document, tags=tags))
+    except Exception:  # not queued: not kept (a request cancelled meanwhile leaves it to gc's grace)
+        document.path.unlink(missing_ok=True)
+        raise
+    job, idle = jobs.submit_upload(queued)
     if wait is None:
-        wait = file.size is not None and file.size <= state.sync_upload_limit
+        small = (
+            queued.size <= state.sync_upload_limit and queued.page_count <= index.settings.sync_upload_pages
+        )
+        wait = small and idle  # a small upload never waits behind another's work
     if wait:
-        return _shown(index, index.add_upload(file.file, name=name, tags=tags, limit=state.upload_limit))
-    document = index.keep_upload(file.file, name=name, limit=state.upload_limit)
-    job = state.jobs.submit(name, partial(_index_upload, index, document, name, tags))
+        ended = jobs.ended(job.job_id)
+        while not ended.is_set() and not jobs.stopping:  # stopping: it stays queued for the next start
+            await asyncio.sleep(_POLL_S)
+        job = _job_for(request, job.job_id)
+        if job.status == "done" and isinstance(job.result, Upload):
+            return job.result
+        if job.status == "failed":
+            # the error the work raised, as if this request had raised it (the same status and body)
+            raise rebuild_error(job.error or "DocvecError", job.detail or "", job.fields, job.errors)
     return JSONResponse(job.model_dump(mode="json"), status_code=202, headers={"Location": job.status_url})
 
 
-def _index_upload(
-    index: Index, document: SourceDocument, name: str, tags: tuple[str, ...], progress: Progress
-) -> Upload:
-    upload = index.add_upload(
-        document, name=name, tags=tags, progress=lambda page, count: progress(page=page, page_count=count)
-    )
-    return _shown(index, upload)
+#: how often a request that waits for its job looks at it, in seconds
+_POLL_S = 0.05
+
+_JOB_ID = Annotated[str, PathParam(pattern=r"^[0-9a-f]{32}$")]
+
+
+def _job_for(request: Request, job_id: str) -> Job:
+    """A job, for a caller who may act on it: an upload's for any reader, an ingest run's or a reindex's
+    for the operator only (they name the server's files); an upload's document as the caller sees it."""
+    jobs: Jobs = request.app.state.jobs
+    job = jobs.get(job_id)
+    if job.kind != "upload":
+        require_operator(request)
+    if isinstance(job.result, Upload):
+        job = job.model_copy(update={"result": _shown(request, job.result)})
+    return job
 
 
 @router.get("/jobs/{job_id}", response_model=Job)
-def get_job(request: Request, job_id: Annotated[str, PathParam(pattern=r"^[0-9a-f]{32}$")]) -> Job:
-    """Where a background upload stands: queued, running (pages done), done (the document) or failed
-    (the reasons)."""
+def get_job(request: Request, job_id: _JOB_ID) -> Job:
+    """Where a background job stands: queued, running (pages done), done (the document or the report),
+    failed (the reasons) or cancelled. Ingest runs and reindexes are the operator's to read."""
+    return _job_for(request, job_id)
+
+
+@router.delete("/jobs/{job_id}", response_model=Job, responses={409: {"model": models.ErrorResponse}})
+async def cancel_job(request: Request, job_id: _JOB_ID) -> Job:
+    """Cancel a job: a queued one is dropped (an upload's file with it), a running one stops at its next
+    page (a cancelled upload's pages written so far are removed; an ingest run keeps what it indexed, a
+    reindex resumes when run again). Answers the job as it then stands: ``cancelled``, or still
+    ``running`` with ``cancelling`` true when its page takes longer than a few seconds. 409 for a job that
+    has ended."""
     jobs: Jobs = request.app.state.jobs
-    return jobs.get(job_id)
+    _job_for(request, job_id)
+    await run_in_threadpool(jobs.cancel, job_id)  # a queued upload's file is removed: disk work
+    ended, deadline = jobs.ended(job_id), time.monotonic() + _CANCEL_WAIT_S
+    while not ended.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(_POLL_S)
+    return _job_for(request, job_id)
+
+
+#: how long DELETE /jobs/{id} waits for a running job to reach its next page
+_CANCEL_WAIT_S = 10.0
