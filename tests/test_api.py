@@ -748,7 +748,7 @@ def _follow(server: Served, url: str, timeout: float = 180) -> dict[str, Any]:
 def test_a_stop_keeps_the_queue_and_the_next_start_resumes_it(tmp_path: Path, tiny_dir: Path) -> None:
     env, data = _upload_env(tmp_path, tiny_dir), tmp_path / "data"
     book = make_text_pdf(tmp_path / "book.pdf", 5000, lines=1)  # 1.8 MB: small in bytes
-    long = make_text_pdf(tmp_path / "long.pdf", 300, lines=1)
+    long = make_text_pdf(tmp_path / "long.pdf", 600, lines=1)  # still running when the stop comes
     with served(env, tmp_path / "serve.log") as server:
         r = _post(server, "book.pdf", book.read_bytes(), timeout=60)
         assert r.status_code == 413, r.text
@@ -773,11 +773,11 @@ def test_a_stop_keeps_the_queue_and_the_next_start_resumes_it(tmp_path: Path, ti
 
     with served(env, tmp_path / "again.log") as server:
         done = _follow(server, job["status_url"])
-        assert done["status"] == "done" and done["result"]["pages"] == 300, done
+        assert done["status"] == "done" and done["result"]["pages"] == 600, done
         assert _follow(server, small.json()["status_url"])["status"] == "done"
         listed = _get(server, "/documents")["documents"]
         assert sorted((d["name"], d["state"], d["pages_indexed"]) for d in listed) == [
-            ("long.pdf", "complete", 300),
+            ("long.pdf", "complete", 600),
             ("small.png", "complete", 1),
         ]
     assert "resuming after page" in server.tail(20_000)  # after its last pages written, not from page 1
