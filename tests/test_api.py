@@ -89,6 +89,13 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield c
 
 
+@pytest.fixture(scope="module")
+def operator(client: TestClient) -> TestClient:
+    """The same app (no second lifespan) asked by a program on the server's machine: with no keys set, the
+    operator, who is told and filters by the server's own paths (a reader: test_api_access)."""
+    return TestClient(client.app, base_url="http://127.0.0.1", client=("127.0.0.1", 50000))
+
+
 # -- search --------------------------------------------------------------------------------------------
 
 
@@ -100,8 +107,9 @@ HIT_FIELDS = {"doc_id", "source", "name", "page", "score", "tags", "snippet", "t
 def _check_hit(client: TestClient, hit: dict[str, object], docs: dict[str, Path]) -> None:
     by_id = {_doc_id(p): (n, p) for n, p in docs.items()}
     assert set(hit) == HIT_FIELDS | {"thumbnail_url", "image_url", "file_url"}
-    name, path = by_id[str(hit["doc_id"])]
-    assert hit["source"] == str(path.resolve()) and hit["name"] == name
+    name, _ = by_id[str(hit["doc_id"])]
+    # a reader is shown a document's name where it lies outside the ingest roots, not the server's path
+    assert hit["source"] == name and hit["name"] == name
     assert 1 <= int(str(hit["page"])) <= DOCS[name]
     base = f"/documents/{hit['doc_id']}/pages/{hit['page']}"
     assert (hit["thumbnail_url"], hit["image_url"]) == (f"{base}/thumbnail", f"{base}/image")
@@ -187,7 +195,7 @@ def test_hit_urls_serve_page_images(client: TestClient) -> None:
             assert max(im.size) <= 256
 
 
-def test_search_filters(client: TestClient, docs: dict[str, Path]) -> None:
+def test_search_filters(client: TestClient, operator: TestClient, docs: dict[str, Path]) -> None:
     one = _doc_id(docs["pysamples__minimal-document.pdf"])
     r = client.post("/search", json={"query": "text", "k": 10, "filter": {"doc_id": one}})
     assert [(h["doc_id"], h["page"]) for h in r.json()["hits"]] == [(one, 1)]
@@ -199,22 +207,24 @@ def test_search_filters(client: TestClient, docs: dict[str, Path]) -> None:
     for tags in ({"team": "nobody"}, {"team": "legal", "year": "1999"}):  # every tag must hold
         r = client.post("/search", json={"query": "text", "filter": {"tags": tags}})
         assert r.status_code == 200 and r.json()["hits"] == []
-    folder = str(docs[TAGGED].resolve().parent)
-    r = client.post("/search", json={"query": "text", "k": 10, "filter": {"source": folder}})
+    folder = str(docs[TAGGED].resolve().parent)  # the operator's terms: a path on the server
+    r = operator.post("/search", json={"query": "text", "k": 10, "filter": {"source": folder}})
     assert len(r.json()["hits"]) == 6
-    r = client.post("/search", json={"query": "text", "filter": {"source": "/nowhere/"}})
+    r = operator.post("/search", json={"query": "text", "filter": {"source": "/nowhere/"}})
     assert r.json()["hits"] == []
     # a folder matches at path boundaries: not a sibling whose name extends it
-    r = client.post("/search", json={"query": "text", "k": 10, "filter": {"source": folder[:-1]}})
+    r = operator.post("/search", json={"query": "text", "k": 10, "filter": {"source": folder[:-1]}})
     assert r.json()["hits"] == []
     # one file
-    r = client.post(
+    r = operator.post(
         "/search", json={"query": "text", "k": 10, "filter": {"source": str(docs[TAGGED].resolve())}}
     )
     assert sorted(h["page"] for h in r.json()["hits"]) == [1, 2, 3, 4]
 
 
-def test_get_search_takes_the_same_filters(client: TestClient, docs: dict[str, Path]) -> None:
+def test_get_search_takes_the_same_filters(
+    client: TestClient, operator: TestClient, docs: dict[str, Path]
+) -> None:
     one = _doc_id(docs["pysamples__minimal-document.pdf"])
     get = client.get("/search", params={"q": "text", "k": 10, "doc_id": one}).json()
     post = client.post("/search", json={"query": "text", "k": 10, "filter": {"doc_id": one}}).json()
@@ -222,7 +232,7 @@ def test_get_search_takes_the_same_filters(client: TestClient, docs: dict[str, P
     params = [("q", "text"), ("k", "10"), ("tag", "team=legal"), ("tag", "year=2024")]
     assert sorted(h["page"] for h in client.get("/search", params=params).json()["hits"]) == [1, 2, 3, 4]
     folder = str(docs[TAGGED].resolve().parent)
-    assert len(client.get("/search", params={"q": "text", "k": 10, "source": folder}).json()["hits"]) == 6
+    assert len(operator.get("/search", params={"q": "text", "k": 10, "source": folder}).json()["hits"]) == 6
     for bad, fragment in (({"tag": "team"}, "key=value"), ({"doc_id": "xyz"}, "32 hex digits")):
         r = client.get("/search", params={"q": "text", **bad})
         assert r.status_code == 400 and fragment in r.json()["detail"], r.text
@@ -297,7 +307,8 @@ def test_concurrent_searches_agree(client: TestClient) -> None:
 # -- documents -----------------------------------------------------------------------------------------
 
 
-def test_documents_list_and_get(client: TestClient, docs: dict[str, Path]) -> None:
+def test_documents_list_and_get(operator: TestClient, docs: dict[str, Path]) -> None:
+    client = operator  # who is told where the server read each document from
     body = client.get("/documents").json()
     assert body["total"] == 3 and body["offset"] == 0
     entries = {d["doc_id"]: d for d in body["documents"]}
@@ -316,7 +327,9 @@ def test_documents_list_and_get(client: TestClient, docs: dict[str, Path]) -> No
     assert client.get("/documents", params={"limit": 0}).status_code == 422
 
 
-def test_documents_list_while_a_file_has_two_versions(client: TestClient, docs: dict[str, Path]) -> None:
+def test_documents_list_while_a_file_has_two_versions(
+    client: TestClient, operator: TestClient, docs: dict[str, Path]
+) -> None:
     # Ingesting a changed file writes its new version before removing the old one: for that moment one
     # source has two documents. The list then still shows each document once, in (source, doc_id) order.
     index = client.app.state.index  # type: ignore[attr-defined]
@@ -326,7 +339,7 @@ def test_documents_list_while_a_file_has_two_versions(client: TestClient, docs: 
     first = next(iter(store.scroll(collection, Filter(doc_ids=(old,)), with_vectors=True)))
     store.upsert(collection, [Point(point_id(new_id, 1), first.vector, {**first.payload, "doc_id": new_id})])
     try:
-        body = client.get("/documents").json()
+        body = operator.get("/documents").json()
         assert body["total"] == 4
         listed = [(d["source"], d["doc_id"]) for d in body["documents"]]
         assert listed == sorted(listed) and len({d for _, d in listed}) == 4
@@ -427,7 +440,7 @@ def test_upload_of_content_indexed_from_a_file_reports_that_document(
     assert r.status_code == 200, r.text
     assert r.json() == {
         "doc_id": _doc_id(docs[TAGGED]),
-        "source": str(docs[TAGGED].resolve()),
+        "source": TAGGED,  # a reader is told the document's name, not where the server read it
         "name": TAGGED,
         "pages": 4,
         "already_indexed": True,
@@ -551,7 +564,10 @@ def test_healthz_and_page(client: TestClient) -> None:
     assert r.status_code == 200 and r.json()["status"] == "ok" and r.json()["pages"] == 6
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert "<script>" in page.text and "http" not in page.text.split("<script>")[1].split("</script>")[0]
+    assert '<script src="app.js"' in page.text  # the page's own script, nothing from elsewhere
+    script = client.get("/app.js")
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert "http://" not in script.text and "https://" not in script.text
     assert client.get("/openapi.json").json()["paths"]["/search"]
     assert {m.__name__ for m in API_MODELS} >= {"SearchResponse", "DocumentList", "ErrorResponse"}
 
@@ -892,19 +908,26 @@ def test_operators_endpoints_answer_this_machine_or_the_key(
         ("DELETE", "/collections/docvec.v9", None),
     ):
         r = elsewhere.request(method, url, json=body)
-        assert r.status_code == 403 and "DOCVEC_API_KEY" in r.json()["detail"], (url, r.text)
+        assert r.status_code == 403 and "DOCVEC_OPERATOR_KEY" in r.json()["detail"], (url, r.text)
     # the same app (its lifespan runs in `client`), asked from this machine (no `with`: no second lifespan)
-    local = TestClient(client.app, client=("127.0.0.1", 50000))
+    local = TestClient(client.app, base_url="http://127.0.0.1", client=("127.0.0.1", 50000))
     r = local.get("/collections")
     assert r.status_code == 200 and [v["version"] for v in r.json()] == ["docvec.v1"]
-    job = local.post("/ingest", json={"paths": [str(docs[TAGGED])], "tags": ["team=legal", "year=2024"]})
+    body = {"paths": [str(docs[TAGGED])], "tags": ["team=legal", "year=2024"]}
+    # a program on this machine is an operator, whose paths lie under DOCVEC_INGEST_ROOTS (none here)...
+    r = local.post("/ingest", json=body)
+    assert r.status_code == 403 and "DOCVEC_INGEST_ROOTS" in r.json()["detail"], r.text
+    # ...and the server's own user's commands (the token they read) may name any file it can read
+    owner = {"X-API-Key": client.app.state.access.owner_token}  # type: ignore[attr-defined]
+    job = local.post("/ingest", json=body, headers=owner)
     assert job.status_code == 202 and job.json()["kind"] == "ingest"
-    done = _finish(local, job.json())
+    done = _finish(TestClient(client.app, base_url="http://127.0.0.1", headers=owner), job.json())
     assert done["result"]["documents_skipped"] == 1  # already indexed: the same report `docvec ingest` gives
     assert local.post("/gc").json()["files_removed"] == 0
     h = {"X-API-Key": "s3cret"}
     assert keyed_client.get("/collections").status_code == 401
-    assert keyed_client.get("/collections", headers=h).status_code == 200  # a key lets any machine in
+    # the reader's key is no operator's (the operator's key: test_api_access)
+    assert keyed_client.get("/collections", headers=h).status_code == 403
 
 
 def test_serve_names_the_model_it_loaded_from_the_collection(
@@ -921,5 +944,5 @@ def test_serve_names_the_model_it_loaded_from_the_collection(
     with served(env, tmp_path / "serve.log") as server:
         health = httpx.get(f"{server.url}/healthz", timeout=30).json()
         banner = server.tail()
-    assert health["model"] == str(tiny_dir), health
+    assert health["model"] == tiny_dir.name, health  # open to anyone: the folder's name, not where it is
     assert f"model {tiny_dir} (" in banner and "jina-v4" not in banner, banner

@@ -25,6 +25,7 @@ from docvec import (
     RenderError,
     Settings,
     UnsupportedError,
+    connect,
 )
 
 from .helpers import copy_documents, docvec_env
@@ -55,10 +56,10 @@ def index(
     with Index.open(settings) as local:  # the server then starts with the corpus there
         local.add([corpus])
     log = data.parent / f"{data.name}.log"
-    with (
-        served(docvec_env(data, tiny_dir, max_pixels=SMALL), log) as server,
-        RemoteIndex(server.url, settings) as remote,
-    ):
+    # the served face as its owner's programs meet it: connect() finds the server holding the store, and
+    # the token that makes this user its owner (any path it can read, as without the server)
+    with served(docvec_env(data, tiny_dir, max_pixels=SMALL), log), connect(settings) as remote:
+        assert isinstance(remote, RemoteIndex)
         yield remote
 
 
@@ -232,6 +233,6 @@ def test_verbs_a_server_cannot_offer(index: IndexLike) -> None:
     with pytest.raises(UnsupportedError, match="a docvec server does not offer its model"):
         _ = index.embedder
     with pytest.raises(UnsupportedError, match="a docvec server does not offer advertising"):
-        index.advertise("http://127.0.0.1:1")
+        index.advertise("http://127.0.0.1:1", token="t")
     with pytest.raises(UnsupportedError, match="a docvec server does not offer keeping an upload"):
         index.keep_upload(io.BytesIO(b"x"), limit=LIMIT)

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import io
 import re
 import shutil
@@ -15,9 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
-from PIL import Image, ImageStat
+from PIL import Image, ImageStat, PngImagePlugin
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from docvec import EmbedSettings, Index, RenderSettings, Settings
@@ -106,17 +109,17 @@ def test_hits_show_thumbnails_names_and_links(server: str, page: Page) -> None:
     expect(figures).to_have_count(2)
     expect(page.locator("#status")).to_have_text("2 pages")
     for i in range(2):
-        expect(figures.nth(i).locator("img")).to_have_attribute("src", re.compile("^blob:"))
+        expect(figures.nth(i).locator("img")).to_have_attribute("src", re.compile("/thumbnail$"))
     names = sorted(figures.locator(".name").all_inner_texts())
     assert names == ["pysamples__minimal-document.pdf", "pysamples__smile.png"]
     assert set(figures.locator(".tags").all_inner_texts()) == {"team=legal", "team=art"}
-    # the name opens the original file, the page link the page image
+    # the name opens the original file in a tab of its own, the page link the page image
     with page.expect_popup() as popup:
         figures.filter(has_text="pysamples__smile.png").locator(".name").click()
-    assert popup.value.url.startswith("blob:")
+    assert re.search(r"/documents/[0-9a-f]{32}/file$", popup.value.url), popup.value.url
     figures.first.get_by_text("page image").click()
     expect(page.locator("#lightbox")).to_have_class("open")
-    expect(page.locator("#lightbox img")).to_have_attribute("src", re.compile("^blob:"))
+    expect(page.locator("#lightbox img")).to_have_attribute("src", re.compile("/image$"))
 
 
 def test_a_hit_shows_its_snippet_with_the_query_words_marked(server: str, page: Page, tmp_path: Path) -> None:
@@ -197,15 +200,98 @@ def test_a_large_upload_follows_its_job(tiny_dir: Path, tmp_path: Path, page: Pa
         expect(page.locator(".hint")).to_contain_text("1 documents are indexed")
 
 
-def test_an_api_key_is_asked_for_and_used(tiny_dir: Path, tmp_path: Path, page: Page) -> None:
+def test_an_api_key_signs_the_page_in_and_no_script_can_read_it(
+    tiny_dir: Path, tmp_path: Path, page: Page
+) -> None:
     with _serve(_settings(tmp_path / "data", tiny_dir, api_key="s3cret")) as url:
         page.goto(url)
         expect(page.locator("#key")).to_be_visible()
         expect(page.locator("#status")).to_contain_text("needs an API key")
+        page.locator("#key").fill("wrong")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator("#status")).to_contain_text("wrong key")
         page.locator("#key").fill("s3cret")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator("#status")).to_have_text("Signed in.")
+        expect(page.locator("#key")).to_be_hidden()
         page.locator("#q").fill("anything")
         page.get_by_role("button", name="Search").click()
         expect(page.locator("#status")).to_have_text("Nothing found.")
+        # the page keeps no key: its session is a cookie the page's scripts cannot read
+        assert page.evaluate("[localStorage.length, sessionStorage.length, document.cookie]") == [0, 0, ""]
+        assert any(c["httpOnly"] and c["sameSite"] == "Strict" for c in page.context.cookies())
+        page.reload()  # the session lasts: no key asked again
+        expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+        expect(page.locator("#key")).to_be_hidden()
+        page.get_by_role("button", name="Sign out").click()
+        expect(page.locator("#key")).to_be_visible()
+
+
+def _stored_script_png() -> bytes:
+    """The tester's reproduction: a valid PNG whose text chunk is a page with a script that, run in the
+    server's origin, reads what a page can and acts on the server (gc, an operator's endpoint)."""
+    script = (
+        "<html><body><script>document.title='ran';"
+        "fetch('/gc',{method:'POST'});fetch('/search?q=stolen-'+encodeURIComponent(document.cookie+localStorage.length))"
+        "</script></body></html>"
+    )
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", script)
+    buf = io.BytesIO()
+    page_image(64, 64, seed=5).save(buf, "PNG", pnginfo=info)
+    return buf.getvalue()
+
+
+def test_a_stored_file_named_html_runs_no_script(tiny_dir: Path, tmp_path: Path, browser: Browser) -> None:
+    context = browser.new_context(viewport={"width": 1000, "height": 800})
+    asked: list[str] = []
+    context.on("request", lambda r: asked.append(f"{r.method} {r.url}"))
+    page = context.new_page()
+    try:
+        with _serve(_settings(tmp_path / "data", tiny_dir)) as url:  # no key, from this machine's browser
+            page.goto(url)
+            page.locator("#file").set_input_files(
+                [{"name": "x.html", "mimeType": "text/html", "buffer": _stored_script_png()}]
+            )
+            expect(page.locator("#uploads")).to_contain_text("x.html: indexed, 1 pages", timeout=60_000)
+            with page.expect_popup() as opened:
+                page.locator("#docs .name", has_text="x.html").click()
+            shown = opened.value
+            shown.wait_for_load_state()
+            served = httpx.get(shown.url, timeout=30)  # what the tab was given: the image, by its bytes' type
+            assert served.headers["content-type"] == "image/png", served.headers
+            assert "sandbox" in served.headers["content-security-policy"]
+            assert shown.title() != "ran"
+            shown.screenshot(path=str(tmp_path / "file.png"))
+            time.sleep(1)  # what the script would have sent, it would have sent by now
+    finally:
+        context.close()
+    assert not [a for a in asked if a.startswith("POST") and a.endswith("/gc")], asked
+    assert not [a for a in asked if "stolen-" in a], asked
+
+
+def test_another_sites_page_cannot_upload(server: str, page: Page, tmp_path: Path) -> None:
+    """A form on a page another server of this machine serves, posting a file to docvec as a browser lets
+    any site do: refused, and nothing indexed."""
+    before = httpx.get(server + "documents", timeout=30).json()["total"]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text(
+        f"""<form id=f method=post enctype=multipart/form-data action="{server}documents?wait=true">
+        <input type=file name=file id=file></form>"""
+    )
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as other:
+        threading.Thread(target=other.serve_forever, daemon=True).start()
+        page.goto(f"http://127.0.0.1:{other.server_address[1]}/index.html")
+        page.locator("#file").set_input_files(
+            [{"name": "a.png", "mimeType": "image/png", "buffer": _png(40)}]
+        )
+        with page.expect_navigation():
+            page.evaluate("document.getElementById('f').submit()")
+        assert "another site" in page.content()
+        other.shutdown()
+    assert httpx.get(server + "documents", timeout=30).json()["total"] == before
 
 
 def test_screenshot_shows_the_results(server: str, page: Page, tmp_path: Path) -> None:
@@ -214,7 +300,10 @@ def test_screenshot_shows_the_results(server: str, page: Page, tmp_path: Path) -
     for name, query in (("results", "?q=a+smiling+face&k=2"), ("empty", "")):
         page.goto(server + query)
         if query:
-            expect(page.locator("figure img[src^='blob:']")).to_have_count(2)
+            expect(page.locator("figure img[src$='/thumbnail']")).to_have_count(2)
+            page.wait_for_function(
+                "[...document.querySelectorAll('figure img')].every(i => i.complete && i.naturalWidth > 0)"
+            )
         else:
             expect(page.locator(".hint")).to_be_visible()
         out = tmp_path / f"{name}.png"

@@ -26,6 +26,7 @@ from ._config import Settings
 from ._errors import (
     CollectionMismatchError,
     ConfigError,
+    ConflictError,
     DocvecError,
     ForbiddenError,
     IngestError,
@@ -95,11 +96,17 @@ class RemoteIndex(Closing):
     out for a server on this machine). Files it downloads (page images, documents) are kept until
     :meth:`close`."""
 
-    def __init__(self, url: str, settings: Settings, *, timeout: float = 300.0) -> None:
+    def __init__(
+        self, url: str, settings: Settings, *, timeout: float = 300.0, token: str | None = None
+    ) -> None:
+        """A client of the server at ``url``; it sends ``token`` (the server's own user's, which
+        :func:`docvec.connect` reads from the store's owner record), else the operator's key, else the
+        reader's (``settings.operator_key``, ``settings.api_key``)."""
         self.url = url.rstrip("/")
         self.settings = settings
         self.collection = settings.collection
-        headers = {"X-API-Key": settings.api_key} if settings.api_key else {}
+        key = token or settings.operator_key or settings.api_key
+        headers = {"X-API-Key": key} if key else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
         self._downloads: Path | None = None
 
@@ -164,6 +171,8 @@ class RemoteIndex(Closing):
             raise rebuild_error(
                 str(job.get("error") or "StoreError"), detail, job.get("fields"), job.get("errors")
             )
+        if job["status"] == "cancelled":  # by a client of the server's (DELETE /jobs/{id})
+            raise ConflictError(f"the server's job {job.get('name')!r} was cancelled: {job.get('detail')}")
         return result.model_validate(job["result"])
 
     def _download(self, path: str, name: str) -> Path:
@@ -225,8 +234,10 @@ class RemoteIndex(Closing):
                 stream = upload
             files = {"file": (name or "upload", stream)}
             data = {"tag": list(tags)}
-            answer = self._request("POST", "/documents", params={"wait": "true"}, files=files, data=data)
-        return Upload.model_validate(answer)
+            sent = self._send("POST", "/documents", params={"wait": "true"}, files=files, data=data)
+        if sent.status_code == 202:  # the server stopped waiting (it is stopping): the job goes on there
+            return self._follow(sent.json(), Upload, None)
+        return Upload.model_validate(sent.json())
 
     def delete(self, target: str, *, by: Literal["auto", "doc_id", "path"] = "auto") -> int:
         """Remove a document by id (or id prefix), or every document read from a path; pages removed."""
@@ -347,7 +358,7 @@ class RemoteIndex(Closing):
         it started): :class:`~docvec.StoreUnavailableError` otherwise."""
         self._request("GET", "/healthz")
 
-    def advertise(self, api: str) -> None:
+    def advertise(self, api: str, *, token: str) -> None:
         """Not offered by a server: it advertises itself when it starts."""
         _unsupported("advertising another server", "only the process that holds the store advertises it")
 

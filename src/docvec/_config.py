@@ -5,11 +5,14 @@ Values come from arguments, then ``DOCVEC_*`` environment variables, then a ``.e
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ._text._terms import check_stemmer
 
@@ -36,6 +39,10 @@ DECODE_BUDGET_MB = 1024
 #: The most characters of text a page keeps (the default of ``DOCVEC_TEXT_MAX_CHARS``): a dense A4 page
 #: has 3,000-6,000.
 TEXT_MAX_CHARS = 20_000
+
+
+#: what an API key may hold: printable ASCII without white space (it is sent in an HTTP header)
+_KEY_CHARS = re.compile(r"[!-~]+")
 
 
 def _default_data_dir() -> Path:
@@ -292,14 +299,68 @@ class Settings(BaseSettings):
             "process (not a server, whose work it sends there) holds it, before it gives up."
         ),
     )
-    api_key: str | None = Field(None, description="When set, the REST API asks for it (X-API-Key header).")
+    api_key: str | None = Field(
+        None,
+        description=(
+            "The reader's key: when set, the REST API asks for it (X-API-Key header, or the search page's "
+            "session cookie) to search, list and read documents and pages, upload and delete documents. "
+            "Printable ASCII (what an HTTP header carries)."
+        ),
+    )
+    operator_key: str | None = Field(
+        None,
+        description=(
+            "The operator's key: when set, the operator's endpoints (ingest of server paths, reindex, "
+            "versions, gc, deletes by path, stored payloads) take it from any machine (X-API-Key); unset, "
+            "they answer programs on the server's own machine only. Printable ASCII."
+        ),
+    )
+    ingest_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description=(
+            "Folders on the server that `POST /ingest` may read (separated by ':' as in PATH, or a JSON "
+            "list); none by default: over the API only the docvec commands of the server's own user (who "
+            "can read its data folder) ingest server paths. Hits and documents show paths under these "
+            "folders to readers as '<folder name>/<path in it>'."
+        ),
+    )
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description=(
+            "Addresses of the reverse proxies in front of the API (comma-separated IPs or networks): their "
+            "X-Forwarded-For and X-Forwarded-Proto name the client; from anyone else these headers are "
+            "ignored (the default: none is trusted)."
+        ),
+    )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description=(
+            "Host names (comma-separated) a client on the server's own machine may call it by besides "
+            "localhost, 127.0.0.1 and ::1 (a request from this machine naming another host is refused: "
+            "it is how a web page rebinds a name to a server on this machine)."
+        ),
+    )
     max_upload_mb: int = Field(50, ge=1, description="Largest document `POST /documents` accepts, in MB.")
+    max_upload_pages: int = Field(
+        1000,
+        ge=1,
+        description="Most pages a document `POST /documents` accepts has (more is refused with 413).",
+    )
     sync_upload_mb: float = Field(
         2.0,
         ge=0,
         description=(
-            "`POST /documents` indexes uploads up to this size before it answers (200); larger ones are "
-            "indexed in the background (202, with a job to follow at /jobs/{id})."
+            "`POST /documents` indexes uploads up to this size (and sync_upload_pages) before it answers "
+            "(200) when nothing else is being indexed; others are indexed in the background (202, with a "
+            "job to follow at /jobs/{id})."
+        ),
+    )
+    sync_upload_pages: int = Field(
+        10,
+        ge=0,
+        description=(
+            "`POST /documents` indexes uploads of up to this many pages (and sync_upload_mb) before it "
+            "answers; longer ones go to a job."
         ),
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
@@ -324,11 +385,60 @@ class Settings(BaseSettings):
             raise ValueError("rerank is set but rerank_model is not: name the reranker (DOCVEC_RERANK_MODEL)")
         return self
 
+    @field_validator("api_key", "operator_key")
+    @classmethod
+    def _header_safe(cls, value: str | None) -> str | None:
+        # a key travels in an HTTP header (latin-1 bytes): a browser cannot send another character, and
+        # a client library refuses to; checked when the settings are read, not at the first request
+        if value and not _KEY_CHARS.fullmatch(value):
+            raise ValueError(
+                "a key must be printable ASCII without spaces (letters, digits, punctuation): it is sent in "
+                "an HTTP header"
+            )
+        return value or None
+
+    @field_validator("ingest_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        return _listed(value, os.pathsep)
+
+    @field_validator("trusted_proxies", "allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        return _listed(value, ",")
+
+    @field_validator("ingest_roots")
+    @classmethod
+    def _absolute_roots(cls, value: list[Path]) -> list[Path]:
+        roots = [Path(os.path.realpath(Path(p).expanduser())) for p in value]
+        names = [r.name for r in roots]
+        for root, given in zip(roots, value, strict=True):
+            if not Path(given).expanduser().is_absolute():
+                raise ValueError(f"ingest_roots: {given} is not an absolute path")
+            if not root.name:
+                raise ValueError(f"ingest_roots: {given} names the file system's root, not a folder of it")
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"ingest_roots: two folders have the same name ({', '.join(names)}): readers are shown "
+                "paths as '<folder name>/<path in it>', which must say which folder"
+            )
+        return roots
+
     @field_validator("text_stemmer")
     @classmethod
     def _known_stemmer(cls, value: str) -> str:
         # checked when the settings are read, not when a collection is first made with them
         return check_stemmer(value)
+
+
+def _listed(value: Any, separator: str) -> Any:
+    """A list setting from an environment variable: a JSON list, or items separated by ``separator``."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        return json.loads(text)
+    return [item.strip() for item in text.split(separator) if item.strip()]
 
 
 def settings_for(where: Settings | str | Path | None, **overrides: Any) -> Settings:

@@ -19,6 +19,7 @@ from ._config import Settings, settings_for
 from ._contract import IndexLike
 from ._errors import StoreBusyError
 from ._index import Index
+from ._store import read_owner_token
 
 __all__ = ["connect"]
 
@@ -58,7 +59,9 @@ def connect(
                     f"the docvec server (process {owner.get('pid', '?')}) holds {e.path}: "
                     f"sending this to {api}"
                 )
-                return RemoteIndex(api, settings)
+                # the server's token, where this user may read it: the server takes this process for its
+                # owner's (any path it names), as it would be without the server
+                return RemoteIndex(api, settings, token=read_owner_token(Path(e.path)) if e.path else None)
             if time.monotonic() >= deadline:
                 raise StoreBusyError(
                     f"{e} (waited {limit:.0f} s for it: DOCVEC_STORE_WAIT_S)", path=e.path, owner=e.owner

@@ -143,8 +143,9 @@ class IndexLike(Protocol):
         """Load the model and create the collection if it is missing."""
         ...
 
-    def advertise(self, api: str) -> None:
-        """Tell other docvec processes on this machine that this one serves the index at ``api``."""
+    def advertise(self, api: str, *, token: str) -> None:
+        """Tell other docvec processes on this machine that this one serves the index at ``api``, and the
+        token that makes them its owner (kept where only this user reads it)."""
         ...
 
     # -- lifetime --------------------------------------------------------------------------------------

@@ -665,10 +665,11 @@ class Index(Closing):
     def _gc_grace(self) -> float:
         return GC_GRACE_S if self._store.backend.resolves_aliases else 0.0
 
-    def advertise(self, api: str) -> None:
+    def advertise(self, api: str, *, token: str) -> None:
         """Record in the embedded store's owner record that this process serves the index at ``api``: other
-        docvec processes (commands, flows) then send their work there (:func:`docvec.connect`)."""
-        self._store.advertise(api=api)
+        docvec processes (commands, flows) then send their work there (:func:`docvec.connect`), with
+        ``token``, which the record keeps for this user's eyes only (the server takes it as its owner's)."""
+        self._store.advertise(api=api, token=token)
 
     # -- lifetime ------------------------------------------------------------------------------------
 

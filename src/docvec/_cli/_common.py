@@ -128,6 +128,14 @@ def settings(*, log_level: str | None = None, **overrides: Any) -> Settings:
     with errors():
         try:
             s = Settings(**{k: v for k, v in overrides.items() if v is not None})
+        except ValidationError as e:
+            # the setting and the rule, never the value: a refused value may be a key
+            problems = [
+                (f"DOCVEC_{'__'.join(str(p) for p in err['loc']).upper()}", err["msg"]) for err in e.errors()
+            ]
+            raise ConfigError(
+                "; ".join(f"{name}: {msg.removeprefix('Value error, ')}" for name, msg in problems)
+            ) from None
         except ValueError as e:
             raise ConfigError(str(e)) from None
     level = (log_level or s.log_level).upper()

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
+from .._config import Settings
 from .._contract import IndexLike
 from .._errors import ConfigError, StoreError
 from .._fileio import MB
@@ -197,8 +198,6 @@ def delete(
     out.print(f"removed {counted(n, 'page')} of {what}", highlight=False, soft_wrap=True)
 
 
-def _all_documents(index: IndexLike) -> list[DocumentSummary]:
-    found: list[DocumentSummary] = []
 def _pages_shown(d: DocumentSummary) -> str:
     """A document's pages for the listing: its page count, how many are searchable when some failed, or how
     far the writing of one still being written has got (none of its pages is searchable yet)."""
@@ -207,6 +206,8 @@ def _pages_shown(d: DocumentSummary) -> str:
     return str(d.page_count) if d.pages_indexed == d.page_count else f"{d.pages_indexed} of {d.page_count}"
 
 
+def _all_documents(index: IndexLike) -> list[DocumentSummary]:
+    found: list[DocumentSummary] = []
     while True:
         page = index.documents(offset=len(found), limit=1000)
         found += page.documents
@@ -397,14 +398,16 @@ def serve(
         raise
     try:
         base = f"http://{host}:{port}"
-        # other docvec processes on this machine find the store held, and send their work here
-        index.advertise(f"http://{_local(host)}:{port}")
+        app = create_app(s, index=index)
+        # other docvec processes on this machine find the store held, and send their work here, with the
+        # token that makes them the server's owner
+        index.advertise(f"http://{_local(host)}:{port}", token=app.state.access.owner_token)
         store = f"Qdrant at {s.qdrant_url}" if s.qdrant_url else f"the embedded store in {s.data_dir}"
         err.print(
             f"docvec serves {base}/ (search page) and {base}/docs (API)\n"
             f"  collection {s.collection!r} in {store}: {index.count()} pages\n"
             f"  model {index.model} ({index.embedder.files.language_model.name}); "
-            + ("API key required (X-API-Key)" if s.api_key else "no API key (DOCVEC_API_KEY unset)")
+            + _access_line(s)
             + _reranker_line(index),
             highlight=False,
             soft_wrap=True,
@@ -415,11 +418,14 @@ def serve(
             handler["stream"] = "ext://sys.stderr"
         server = uvicorn.Server(
             uvicorn.Config(
-                create_app(s, index=index),
+                app,
                 host=host,
                 port=port,
                 log_level=log_level.lower(),
                 log_config=config,
+                # X-Forwarded-For names the client only from the proxies DOCVEC_TRUSTED_PROXIES names (the
+                # app does that itself); uvicorn's own default trusts 127.0.0.1
+                proxy_headers=False,
                 # a stop (Ctrl-C, SIGTERM) waits this long for the requests under way, then the app's
                 # shutdown stops the running job at its next page: no request holds the server longer
                 timeout_graceful_shutdown=_GRACEFUL_S,
@@ -449,6 +455,18 @@ def _terminated(signum: int, frame: object) -> None:
 
 #: seconds a stopping server waits for requests under way (a search, an upload being received)
 _GRACEFUL_S = 5
+
+
+def _access_line(s: Settings) -> str:
+    """The banner's words on who may do what (docs/api.md, "Who may do what")."""
+    readers = "readers need the key (DOCVEC_API_KEY)" if s.api_key else "readers need no key"
+    operators = (
+        "operators their key (DOCVEC_OPERATOR_KEY)"
+        if s.operator_key
+        else "the operator's endpoints answer this machine's programs only"
+    )
+    roots = ", ".join(str(r) for r in s.ingest_roots) or "none (DOCVEC_INGEST_ROOTS)"
+    return f"\n  {readers}; {operators}; folders POST /ingest may read: {roots}"
 
 
 def _reranker_line(index: Index) -> str:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Strict
 
 from .._errors import InputError
 
@@ -19,6 +21,8 @@ __all__ = [
     "TAG_KEY_PATTERN",
     "TAG_PATTERN",
     "TAG_VALUE_PATTERN",
+    "JsonBool",
+    "JsonInt",
     "check_k",
     "check_prefetch",
     "check_query",
@@ -35,6 +39,20 @@ __all__ = [
 
 
 DOC_ID_PATTERN = r"^[0-9a-f]{32}$"
+
+
+def _whole(value: object) -> object:
+    # JSON Schema's integer is a number without a fraction: 4.0 is one, true and "4" are not
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: A whole number in a JSON body, as JSON Schema's ``integer`` says: 4 and 4.0, never true or "4" (a
+#: query string's text is parsed by the fields that read one).
+JsonInt = Annotated[int, BeforeValidator(_whole), Strict()]
+#: A boolean in a JSON body: true or false, never 0 or "yes".
+JsonBool = Annotated[bool, Strict()]
 #: The most pages one search returns.
 MAX_K = 100
 

@@ -62,6 +62,7 @@ class SearchFilter(BaseModel):
         None,
         min_length=1,
         max_length=4096,
+        pattern=r"^[^\x00]+$",  # no path holds a NUL
         validation_alias=AliasChoices("source", "source_prefix"),
         description=(
             "Only documents read from this file, or from under this folder (whole path components: "

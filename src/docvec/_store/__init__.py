@@ -24,6 +24,7 @@ from .._errors import StoreError
 from ._backend import Backend
 from ._core import VERSION_RE, Store
 from ._layout import LAYOUT
+from ._owner import read_owner_token
 from ._pages import PageStore, StoredPage
 from ._points import Filter, Point, ScoredPoint, point_id
 
@@ -45,6 +46,7 @@ __all__ = [
     "StoredPage",
     "open_store",
     "point_id",
+    "read_owner_token",
 ]
 
 log = logging.getLogger("docvec")

@@ -26,25 +26,41 @@ try:
 except ImportError:  # pragma: no cover - Windows: the WAL lock is then the only guard
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["OwnerLock", "read_owner"]
+__all__ = ["TOKEN_FIELD", "OwnerLock", "read_owner", "read_owner_token"]
 
 log = logging.getLogger("docvec")
 
 _LOCK_FILE = ".lock"
 _OWNER_FILE = ".owner.json"
+#: the owner record's field a server keeps its owner token in: the record is readable by the folder
+#: owner's user only (written 0600), so whoever reads the token may read the whole store anyway
+TOKEN_FIELD = "token"
 _BUSY_ADVICE = (
     "An embedded store can be open in one process at a time: stop it, or send the work to it through "
     "its API (`docvec serve`), or use a Qdrant server (DOCVEC_QDRANT_URL)."
 )
 
 
-def read_owner(path: Path) -> dict[str, Any] | None:
-    """What the process holding the store at ``path`` recorded about itself, or ``None``."""
+def _read(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((Path(path) / _OWNER_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_owner(path: Path) -> dict[str, Any] | None:
+    """What the process holding the store at ``path`` recorded about itself (its token left out: errors
+    and logs carry this), or ``None``."""
+    data = _read(path)
+    return None if data is None else {k: v for k, v in data.items() if k != TOKEN_FIELD}
+
+
+def read_owner_token(path: Path) -> str | None:
+    """The token a server holding the store at ``path`` takes from its own user's docvec commands, or
+    ``None`` (no server, or a record this user may not read)."""
+    token = (_read(path) or {}).get(TOKEN_FIELD)
+    return token if isinstance(token, str) and token else None
 
 
 class OwnerLock:

@@ -1,7 +1,8 @@
 """The operator's endpoints: index files the server can read, reindex, list and drop versions, collect the
-page store, delete by path. They name the server's own files, so without an API key
-(``DOCVEC_API_KEY``) they answer only clients on this machine (which is how `docvec` commands send their
-work to a running server); with one, the key is required, as for every endpoint.
+page store, delete by path, read pages' stored payloads. They act on the server's own files: who may call
+them is :func:`docvec.api._access.require_operator`'s to say (the operator's key, or programs on this
+machine when the server has none), and the paths an operator names lie under ``DOCVEC_INGEST_ROOTS``
+unless the caller is the server's own user (:mod:`docvec.api._access`).
 
 Long work (an ingest run, a reindex) is a job: 202 with its ``status_url``, where its progress and its
 report are read.
@@ -9,20 +10,22 @@ report are read.
 
 from __future__ import annotations
 
-import ipaddress
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 
-from .._errors import ForbiddenError, NotFoundError
+from .._errors import NotFoundError
 from .._index import Index
 from .._pipeline._ingest import IngestProgress
+from .._pipeline._sources import discover
 from .._records import (
     DOC_ID_PATTERN,
     GcReport,
+    IngestFailure,
     IngestReport,
     PagePayload,
     ReindexReport,
@@ -31,29 +34,13 @@ from .._records import (
     shortened,
 )
 from . import _models as models
+from ._access import Access, caller, require_operator
 from ._jobs import Job, Jobs, Progress
 
 __all__ = ["router"]
 
 
-def _operator(request: Request) -> None:
-    """Let the request through if the server has an API key (the guard checked it) or comes from this
-    machine."""
-    if request.app.state.api_key:
-        return
-    host = request.client.host if request.client else ""
-    try:
-        local = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        local = False
-    if not local:
-        raise ForbiddenError(
-            "this endpoint acts on the server's files: without an API key (DOCVEC_API_KEY) the server "
-            "takes it from its own machine only"
-        )
-
-
-router = APIRouter(dependencies=[Depends(_operator)])
+router = APIRouter(dependencies=[Depends(require_operator)])
 
 
 def _index(request: Request) -> Index:
@@ -75,14 +62,30 @@ def _progress(progress: Progress, p: IngestProgress) -> None:
     )
 
 
-def _ingest(index: Index, body: models.IngestRequest, progress: Progress) -> IngestReport:
-    return index.add(
-        body.paths,
+def _ingest(
+    index: Index, body: models.IngestRequest, roots: Access | None, progress: Progress
+) -> IngestReport:
+    """``POST /ingest``'s work; with ``roots``, only the files that lie under its ingest roots once their
+    links are resolved are read (a link in a root to a file elsewhere is a failure of its own)."""
+    paths: list[str | Path] = list(body.paths)
+    outside = IngestReport()
+    if roots is not None:
+        found = discover(body.paths, recursive=body.recursive)
+        paths = [f for f in found.files if roots.within_roots(f)]
+        failures = found.failures + [
+            IngestFailure(path=str(f), reason="a link to a file outside the folders this server ingests from")
+            for f in found.files
+            if not roots.within_roots(f)
+        ]
+        outside = IngestReport(documents_failed=len(failures), failures=failures)
+    report = index.add(
+        paths,
         tags=body.tags,
         recursive=body.recursive,
         prune=body.prune,
         progress=partial(_progress, progress),
     )
+    return report + outside
 
 
 def _reindex(index: Index, spec: ReindexSpec, progress: Progress) -> ReindexReport:
@@ -94,10 +97,12 @@ def ingest(request: Request, body: models.IngestRequest) -> JSONResponse:
     """Index files, folders and globs the server can read, as `docvec ingest` does: a job whose result is
     the ingest report."""
     jobs: Jobs = request.app.state.jobs
+    access: Access = request.app.state.access
+    who = caller(request)
+    access.confine(body.paths, who)  # before anything is looked at
     what = ", ".join(body.paths[:3]) + (", ..." if len(body.paths) > 3 else "") or "prune"
-    return _job(
-        request, jobs.submit(f"ingest {what}", partial(_ingest, _index(request), body), kind="ingest")
-    )
+    work = partial(_ingest, _index(request), body, access if who.confined else None)
+    return _job(request, jobs.submit(f"ingest {what}", work, kind="ingest"))
 
 
 @router.post("/reindex", status_code=202, response_model=Job)
@@ -105,6 +110,8 @@ def reindex(request: Request, body: ReindexSpec) -> JSONResponse:
     """Build a new version of the collection and switch to it once complete (searches read the old one
     meanwhile): a job whose result is the reindex report."""
     jobs: Jobs = request.app.state.jobs
+    access: Access = request.app.state.access
+    access.confine_model(body.model, caller(request))
     job = jobs.submit(
         f"reindex {_index(request).collection}", partial(_reindex, _index(request), body), kind="reindex"
     )
@@ -146,7 +153,10 @@ def delete_target(
     target: Annotated[
         str,
         Query(
-            min_length=1, max_length=4096, description="A document id, an id prefix, or a path on the server."
+            min_length=1,
+            max_length=4096,
+            pattern=r"^[^\x00]+$",  # no name holds a NUL: the schema says what the code refuses
+            description="A document id, an id prefix, or a path on the server.",
         ),
     ],
     by: Annotated[

@@ -10,9 +10,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from .._config import Settings
 from .._index import Index
+from ._access import Access
 from ._admin import router as admin_router
 from ._errors import install_error_handlers
 from ._guard import Guard
@@ -28,10 +30,12 @@ log = logging.getLogger("docvec")
 def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
     """The docvec API for ``settings``; the model and the stores are opened when the app starts.
 
-    ``settings.api_key`` (when set) is required as the ``X-API-Key`` header; ``settings.max_upload_mb``
-    bounds ``POST /documents``. ``index``, when given, is an open (and prepared) index the app serves
-    instead, and leaves open for its owner (``docvec serve`` opens it first, to report a failure in one
-    line).
+    Who may do what (``settings.api_key``, ``operator_key``, ``ingest_roots``, ``trusted_proxies``,
+    ``allowed_hosts``) is :mod:`docvec.api._access`'s; ``app.state.access.owner_token`` is what the server's
+    own user's commands send (``docvec serve`` writes it to the store's owner record).
+    ``settings.max_upload_mb`` bounds ``POST /documents``. ``index``, when given, is an open (and prepared)
+    index the app serves instead, and leaves open for its owner (``docvec serve`` opens it first, to report
+    a failure in one line).
     """
 
     @asynccontextmanager
@@ -71,8 +75,11 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
     app.state.sync_upload_limit = int(settings.sync_upload_mb * 1024 * 1024)
     # the server's own folders never reach a client's error message
     app.state.redact = install_error_handlers(app, hide={str(settings.data_dir): "<data folder>"})
-    app.add_middleware(Guard, api_key=settings.api_key or None, upload_limit=app.state.upload_limit)
-    app.state.api_key = settings.api_key or None
+    app.state.access = access = Access(settings)
+    app.add_middleware(Guard, access=access, upload_limit=app.state.upload_limit)
+    if settings.trusted_proxies:
+        # outermost: the guard judges the client the proxy names, and only a trusted proxy may name one
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     app.include_router(router)
     app.include_router(admin_router)
     return app

@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
@@ -36,6 +35,7 @@ from .._errors import (
     TooLargeError,
     error_fields,
 )
+from .._records import shortened
 from ._models import DOCVEC_RULE, ErrorResponse
 
 __all__ = ["error_response", "install_error_handlers", "status_of"]
@@ -59,6 +59,18 @@ _STATUS: list[tuple[type[DocvecError], int]] = [
     (StoreError, 500),
     (ConfigError, 500),
 ]
+
+
+#: the docvec error class of a refusal the framework makes itself (by its status)
+_FRAMEWORK_CLASSES = {
+    400: "InputError",
+    401: "ForbiddenError",
+    403: "ForbiddenError",
+    404: "NotFoundError",
+    413: "TooLargeError",
+    415: "InputError",
+    422: "InputError",
+}
 
 
 def status_of(exc: DocvecError) -> int:
@@ -137,16 +149,29 @@ def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) 
         return error_response(422, detail or "invalid request", errors, error="InputError")
 
     async def http_error(request: Request, exc: Exception) -> Response:
+        # the framework's own refusals (no such endpoint, a body that is no JSON or no multipart) in
+        # docvec's body, with the class a client raises again, like every other error
         assert isinstance(exc, HTTPException)
-        if exc.status_code != 405:
-            return await http_exception_handler(request, exc)
-        # Starlette's Allow names the methods of the first route on the path; a path (/documents) can
-        # have several routes, and a client is owed all their methods.
-        allowed = sorted(_methods_on(request.app.router.routes, request.scope))
-        response = error_response(
-            405, f"{request.url.path} does not take {request.method}: it takes {', '.join(allowed)}"
-        )
-        response.headers["Allow"] = ", ".join(allowed)
+        status = exc.status_code
+        if status == 405:
+            # Starlette's Allow names the methods of the first route on the path; a path (/documents) can
+            # have several routes, and a client is owed all their methods.
+            allowed = sorted(_methods_on(request.app.router.routes, request.scope))
+            path = shortened(request.url.path)
+            detail = f"{path} does not take {request.method}: it takes {', '.join(allowed)}"
+            response = error_response(405, detail, error="InputError")
+            response.headers["Allow"] = ", ".join(allowed)
+            return response
+        if status == 404:
+            detail = f"{shortened(request.url.path)} is no endpoint of this server (they are listed at /docs)"
+        elif status == 400:
+            why = str(exc.detail).rstrip(".")
+            detail = f"the request's body cannot be read: {why[:1].lower()}{why[1:]}"
+        else:
+            detail = str(exc.detail)
+        response = error_response(status, detail, error=_FRAMEWORK_CLASSES.get(status, "DocvecError"))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
         return response
 
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -1,14 +1,18 @@
-"""Pure ASGI middleware in front of every endpoint: the API key, then the request body's size limit."""
+"""Pure ASGI middleware in front of every endpoint: who the caller is (:mod:`docvec.api._access`), what
+every route refuses whoever asks, the reader's right for all but the open paths, the request body's size
+limit, and the headers every answer carries."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from starlette.requests import cookie_parser
+
+from ._access import Access, Role
 from ._models import ErrorResponse
 
-__all__ = ["MAX_REQUEST_BYTES", "Guard"]
+__all__ = ["MAX_REQUEST_BYTES", "OPEN_PATHS", "Guard"]
 
 #: Largest body of any request but an upload (search queries are short).
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -21,8 +25,19 @@ _Receive = Callable[[], Awaitable[_Message]]
 _Send = Callable[[_Message], Awaitable[None]]
 _ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
-#: Open without an API key: the liveness probe and the web page (which asks for the key itself).
-_OPEN_PATHS = frozenset({"/", "/healthz"})
+#: Open without a key: the liveness probe, the search page and its script and style (the page asks for
+#: the key itself), and the session the page signs in to.
+OPEN_PATHS = frozenset({"/", "/healthz", "/app.js", "/app.css", "/session"})
+
+#: what every answer says: never guess a type from the bytes (a stored file is served by its verified
+#: type), never be framed, never tell another site where its link was followed from
+_ALWAYS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
+#: an answer that sets no policy of its own (JSON, errors) runs nothing and loads nothing if opened
+_NO_CONTENT_POLICY = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'; sandbox")
 
 
 async def _send_error(send: _Send, status: int, detail: str, error: str) -> None:
@@ -31,18 +46,37 @@ async def _send_error(send: _Send, status: int, detail: str, error: str) -> None
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *_ALWAYS,
+                _NO_CONTENT_POLICY,
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
 
 
-class Guard:
-    """Pure ASGI middleware: API key check, then body size limit (by header, and counted as it streams)."""
+def _with_policy(message: _Message) -> _Message:
+    """A response start with the headers every answer carries (a route's own Content-Security-Policy
+    kept)."""
+    headers = list(message.get("headers", []))
+    names = {name.lower() for name, _ in headers}
+    headers += [h for h in _ALWAYS if h[0] not in names]
+    content_type = next((v for n, v in headers if n.lower() == b"content-type"), b"")
+    if b"content-security-policy" not in names and content_type.startswith(b"application/json"):
+        headers.append(_NO_CONTENT_POLICY)
+    return {**message, "headers": headers}
 
-    def __init__(self, app: _ASGIApp, *, api_key: str | None, upload_limit: int) -> None:
+
+class Guard:
+    """Pure ASGI middleware: who is calling, what is refused whoever asks, the reader's right, then the
+    body size limit (by header, and counted as it streams); every answer gets the headers of
+    :data:`_ALWAYS`."""
+
+    def __init__(self, app: _ASGIApp, *, access: Access, upload_limit: int) -> None:
         self.app = app
-        self.api_key = api_key
+        self.access = access
         self.upload_limit = upload_limit
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
@@ -50,16 +84,29 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if self.api_key and scope["path"] not in _OPEN_PATHS:
-            given = headers.get("x-api-key", "")
-            if not secrets.compare_digest(given.encode(), self.api_key.encode()):
-                await _send_error(
-                    send,
-                    401,
-                    "missing or wrong X-API-Key header (docvec sends DOCVEC_API_KEY)",
-                    "ForbiddenError",
-                )
-                return
+        client = scope["client"][0] if scope.get("client") else ""
+        who = self.access.caller(headers, client, cookie_parser(headers.get("cookie", "")))
+        scope.setdefault("state", {})["caller"] = who
+        refused = self.access.refusal(scope["method"], headers, client, who)
+        if refused:
+            await _send_error(send, 403, refused, "ForbiddenError")
+            return
+        if who.role < Role.READER and scope["path"] not in OPEN_PATHS:
+            await _send_error(
+                send,
+                401,
+                "missing or wrong X-API-Key header (docvec sends DOCVEC_API_KEY or DOCVEC_OPERATOR_KEY)",
+                "ForbiddenError",
+            )
+            return
+
+        async def with_headers(message: _Message) -> None:
+            await send(_with_policy(message) if message["type"] == "http.response.start" else message)
+
+        await self._limited(scope, receive, with_headers, headers)
+
+    async def _limited(self, scope: _Scope, receive: _Receive, send: _Send, headers: dict[str, str]) -> None:
+        """The app, with the request body held to its limit."""
         upload = scope["method"] == "POST" and scope["path"] == "/documents"
         limit = self.upload_limit + _MULTIPART_SLACK if upload else MAX_REQUEST_BYTES
         declared = headers.get("content-length", "")

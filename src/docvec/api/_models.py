@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, Strict
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from .._errors import InputError
@@ -19,6 +20,7 @@ from .._records import (
     DocumentList,
     DocumentSummary,
     Hit,
+    JsonInt,
     PageText,
     SearchFilter,
     SearchMode,
@@ -45,6 +47,8 @@ __all__ = [
     "SearchParams",
     "SearchRequest",
     "SearchResponse",
+    "SessionInfo",
+    "SessionRequest",
     "TagText",
 ]
 
@@ -120,14 +124,18 @@ _RERANK = Field(
     ),
 )
 Rerank = Annotated[int | None, _RERANK, _rule(_check_rerank_range)]
-#: in a JSON body, strict: true is not a number of pages (the query string's "20" is parsed)
-StrictRerank = Annotated[Annotated[int, Strict()] | None, _RERANK, _rule(_check_rerank_range)]
-
-
-def _absolute(path: str) -> None:
-    # a server's folder for a relative path would be its working folder: no client means that
-    if not path.startswith("/") or len(path) > 4096:
-        raise InputError(f"source {path[:80]!r} is not an absolute path of at most 4096 characters")
+# In a JSON body a number of pages is JSON Schema's integer, as the schema says: 20 and 20.0, never true or
+# "20" (the query string's "20" is parsed by the fields above).
+JsonK = Annotated[JsonInt, Field(json_schema_extra={"minimum": 1, "maximum": MAX_K}), _rule(check_k)]
+JsonPrefetch = Annotated[
+    JsonInt | None,
+    Field(
+        json_schema_extra={"minimum": 1, "maximum": MAX_PREFETCH},
+        description="Hybrid mode: pages the dense vector finds for MaxSim to rerank.",
+    ),
+    _rule(check_prefetch),
+]
+JsonRerank = Annotated[JsonInt | None, _RERANK, _rule(_check_rerank_range)]
 
 
 class SearchRequest(BaseModel):
@@ -137,13 +145,13 @@ class SearchRequest(BaseModel):
 
     query: QueryText
     # ``top_k``: the name before docvec settled on ``k`` everywhere; still accepted
-    k: K = Field(5, validation_alias=AliasChoices("k", "top_k"))
+    k: JsonK = Field(5, validation_alias=AliasChoices("k", "top_k"), description="How many pages to return.")
     filter: SearchFilter | None = None
     mode: Mode = None
-    prefetch: Prefetch = None
+    prefetch: JsonPrefetch = None
     # strict in a JSON body: 0 or "yes" is not a boolean there (the query string's "true" is parsed)
     with_text: Annotated[WithText, Field(strict=True)] = False
-    rerank: StrictRerank = None
+    rerank: JsonRerank = None
 
 
 class SearchParams(BaseModel):
@@ -157,10 +165,12 @@ class SearchParams(BaseModel):
     doc_id: Annotated[str, Field(json_schema_extra={"pattern": DOC_ID_PATTERN})] | None = Field(
         None, description="Only this document (32 hex digits)."
     )
-    source: (
-        Annotated[str, Field(json_schema_extra={"maxLength": 4096, "pattern": "^/"}), _rule(_absolute)] | None
-    ) = Field(
-        None, description="Only documents read from this file, or under this folder (a path on the server)."
+    source: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")] | None = Field(
+        None,
+        description=(
+            "Only documents read from this file, or under this folder, named as this server shows paths: "
+            "to readers '<folder>/<path in it>' (a hit's source), to operators a path on the server."
+        ),
     )
     tag: list[TagText] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
     mode: Mode = None
@@ -169,11 +179,17 @@ class SearchParams(BaseModel):
     rerank: Rerank = None
 
     def to_filter(self) -> SearchFilter | None:
-        """The filter these parameters ask for, checked as ``--filter`` is (a bad one is a 400)."""
-        items = [f"doc_id={self.doc_id}"] if self.doc_id else []
-        items += [f"source={self.source}"] if self.source else []
+        """The filter these parameters ask for, checked as ``--filter`` is (a bad one is a 400); the source
+        as given (the caller's terms: see :func:`docvec.api._routes._reader_filter`)."""
+        if self.doc_id is not None and not re.fullmatch(DOC_ID_PATTERN, self.doc_id):
+            # an empty one too: it is no filter the schema admits, not "no filter"
+            raise InputError("filter doc_id: a document id is 32 hex digits")
+        items = [f"doc_id={self.doc_id}"] if self.doc_id is not None else []
         items += [f"tag={t}" for t in self.tag]
-        return SearchFilter.parse(items) if items else None
+        flt = SearchFilter.parse(items) if items else None
+        if self.source is not None:
+            flt = (flt or SearchFilter()).model_copy(update={"source": self.source})
+        return flt
 
 
 def page_urls(doc_id: str, page: int) -> dict[str, str]:
@@ -285,6 +301,22 @@ class IngestRequest(BaseModel):
     tags: list[TagText] = Field(default_factory=list, description="key=value metadata for every page.")
     recursive: bool = True
     prune: bool = Field(False, description="Also drop the documents whose files are gone.")
+
+
+class SessionRequest(BaseModel):
+    """``POST /session``'s body: the key the search page's user typed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1, max_length=1024, description="The reader's (or the operator's) key.")
+
+
+class SessionInfo(BaseModel):
+    """``GET /session``: whether this server asks readers for a key, and whether this caller has a
+    reader's right (a key, or the search page's session)."""
+
+    key_required: bool
+    reader: bool
 
 
 class ErrorResponse(BaseModel):

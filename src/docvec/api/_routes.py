@@ -16,9 +16,9 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from .._errors import NotFoundError, StoreError, rebuild_error
+from .._errors import ForbiddenError, InputError, NotFoundError, StoreError, rebuild_error
 from .._index import Index
 from .._records import (
     DOC_ID_PATTERN,
@@ -29,8 +29,11 @@ from .._records import (
     Upload,
     parse_tags,
     rerank_depth,
+    shortened,
 )
 from . import _models as models
+from ._access import SESSION_COOKIE, Access, Role, caller, require_operator
+from ._files import file_type
 from ._jobs import Job, Jobs
 
 __all__ = ["router"]
@@ -49,18 +52,107 @@ def _index(request: Request) -> Index:
 _Shown = TypeVar("_Shown", models.SearchHitOut, DocumentSummary, models.DocumentDetail, Upload)
 
 
-def _shown(index: Index, item: _Shown) -> _Shown:
-    """A document as a client sees it: an upload's ``source`` is its display name, never the place the
-    server keeps it in (the operator's endpoints tell paths)."""
-    if Path(item.source).parent == index.uploads:
+def _shown(request: Request, item: _Shown) -> _Shown:
+    """A document as its caller sees it: an operator, where the server read it from; a reader, the path
+    under the ingest root it lies in (``<root name>/<path in it>``), else its display name (an upload's
+    name included): never the server's own folders."""
+    if caller(request).role >= Role.OPERATOR:
+        return item
+    index = _index(request)
+    access: Access = request.app.state.access
+    source = Path(item.source)
+    if source.parent == index.uploads or not access.within_roots(source):
         return item.model_copy(update={"source": item.name})
-    return item
+    return item.model_copy(update={"source": access.shown_source(item.source)})
+
+
+def _reader_filter(request: Request, flt: SearchFilter | None) -> SearchFilter | None:
+    """A search filter in the caller's terms made the store's: a reader names a source as the server
+    shows it (``<root name>/<path in it>``), an operator by its path on the server."""
+    if flt is None or flt.source is None or caller(request).role >= Role.OPERATOR:
+        return flt
+    access: Access = request.app.state.access
+    actual = access.actual_source(flt.source)
+    if actual is None:
+        raise InputError(
+            f"source {shortened(flt.source)}: a source filter names a folder as this server shows paths "
+            "('<folder>/<path in it>', as hits' source says), under a folder it ingests from"
+        )
+    return flt.model_copy(update={"source": actual})
+
+
+#: the search page's policy: its own script and style only, images from this server (and the page's own
+#: object URLs), requests to this server; no plugin, frame or form target elsewhere
+_PAGE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+#: a stored image's policy: shown, nothing run
+_FILE_POLICY = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
+
+
+def _web(name: str, media_type: str) -> Response:
+    text = resources.files("docvec").joinpath(f"web/{name}").read_text("utf-8")
+    return Response(text, media_type=media_type, headers={"Content-Security-Policy": _PAGE_POLICY})
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-def search_page() -> HTMLResponse:
+def search_page() -> Response:
     """The search page."""
-    return HTMLResponse(resources.files("docvec").joinpath("web/index.html").read_text("utf-8"))
+    return _web("index.html", "text/html; charset=utf-8")
+
+
+@router.get("/app.js", include_in_schema=False)
+def search_page_script() -> Response:
+    """The search page's script."""
+    return _web("app.js", "text/javascript; charset=utf-8")
+
+
+@router.get("/app.css", include_in_schema=False)
+def search_page_style() -> Response:
+    """The search page's style."""
+    return _web("app.css", "text/css; charset=utf-8")
+
+
+@router.get("/session", response_model=models.SessionInfo)
+def session_info(request: Request) -> models.SessionInfo:
+    """Whether this server asks readers for a key, and whether this caller has a reader's right."""
+    access: Access = request.app.state.access
+    return models.SessionInfo(key_required=access.reader_key is not None, reader=caller(request).role >= 1)
+
+
+@router.post("/session", status_code=204, responses={401: {"model": models.ErrorResponse}})
+def sign_in(request: Request, body: models.SessionRequest) -> Response:
+    """The search page signs in: with the reader's (or the operator's) key, a session cookie the page's
+    scripts cannot read (HttpOnly, this site only), which gives a reader's right and no more."""
+    access: Access = request.app.state.access
+    value = access.session_for(body.key)
+    if value is None:
+        raise ForbiddenError(
+            "wrong key: neither this server's reader key (DOCVEC_API_KEY) nor its operator key"
+            if access.reader_key
+            else "this server asks no key: nothing to sign in to"
+        )
+    response = Response(status_code=204)
+    response.set_cookie(
+        SESSION_COOKIE,
+        value,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+@router.delete("/session", status_code=204)
+def sign_out() -> Response:
+    """The search page signs out: its session cookie is dropped."""
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response
 
 
 @router.get(
@@ -71,9 +163,9 @@ def healthz(request: Request) -> JSONResponse:
     index = _index(request)
     out = models.HealthResponse(
         status="ok",
-        model=index.model,
+        model=_model_name(index.model),
         collection=index.collection,
-        reranker=index.settings.rerank_model or None,
+        reranker=_model_name(index.settings.rerank_model) if index.settings.rerank_model else None,
         rerank=index.settings.rerank,
     )
     try:
@@ -89,7 +181,16 @@ def healthz(request: Request) -> JSONResponse:
     return JSONResponse(body, 200 if out.status == "ok" else 503)
 
 
+def _model_name(model: str) -> str:
+    """A model as anyone may be told it: a registry name, or a model folder's (or file pair's) own name,
+    not where the server keeps it (this answer is open to every client)."""
+    if "/" not in model and "\\" not in model:
+        return model
+    return ",".join(Path(part.strip()).name for part in model.split(","))
+
+
 def _search(
+    request: Request,
     index: Index,
     query: str,
     k: int,
@@ -101,8 +202,9 @@ def _search(
 ) -> models.SearchResponse:
     chosen = index.search_mode(mode)  # type: ignore[arg-type]
     depth = rerank_depth(rerank, index.settings.rerank, k)
+    flt = _reader_filter(request, flt)
     hits = index.search(query, k, flt, mode=chosen, prefetch=prefetch, with_text=with_text, rerank=depth)
-    out = [_shown(index, models.SearchHitOut.from_hit(h)) for h in hits]
+    out = [_shown(request, models.SearchHitOut.from_hit(h)) for h in hits]
     return models.SearchResponse(query=query, k=k, mode=chosen, rerank=depth, hits=out)
 
 
@@ -112,7 +214,7 @@ def search_post(request: Request, body: models.SearchRequest) -> models.SearchRe
     (``rerank``: 409 from a server without a reranker)."""
     index = _index(request)
     return _search(
-        index, body.query, body.k, body.filter, body.mode, body.prefetch, body.with_text, body.rerank
+        request, index, body.query, body.k, body.filter, body.mode, body.prefetch, body.with_text, body.rerank
     )
 
 
@@ -122,7 +224,7 @@ def search_get(request: Request, params: Annotated[models.SearchParams, Query()]
     links and quick tries."""
     index, flt = _index(request), params.to_filter()
     return _search(
-        index, params.q, params.k, flt, params.mode, params.prefetch, params.with_text, params.rerank
+        request, index, params.q, params.k, flt, params.mode, params.prefetch, params.with_text, params.rerank
     )
 
 
@@ -135,7 +237,7 @@ def list_documents(
     """Indexed documents, one entry each, ordered by source path."""
     index = _index(request)
     listed = index.documents(offset=offset, limit=limit)
-    return listed.model_copy(update={"documents": [_shown(index, d) for d in listed.documents]})
+    return listed.model_copy(update={"documents": [_shown(request, d) for d in listed.documents]})
 
 
 @router.get("/documents/{doc_id}", response_model=models.DocumentDetail)
@@ -143,7 +245,7 @@ def get_document(request: Request, doc_id: _DOC_ID) -> models.DocumentDetail:
     """One document and its indexed pages."""
     index = _index(request)
     pages = index.pages_of(doc_id)
-    summary = _shown(index, DocumentSummary.from_payload(pages[0].model_dump()))
+    summary = _shown(request, DocumentSummary.from_payload(pages[0].model_dump(), pages_written=len(pages)))
     return models.DocumentDetail(
         **summary.model_dump(),
         pages=[
@@ -163,12 +265,24 @@ def delete_document(request: Request, doc_id: _DOC_ID) -> models.DeleteResponse:
     return models.DeleteResponse(doc_id=doc_id, pages_removed=removed)
 
 
-@router.get("/documents/{doc_id}/file", response_class=FileResponse)
+# HEAD too: the search page asks whether the file is still there before it opens a tab for it
+@router.api_route("/documents/{doc_id}/file", methods=["GET", "HEAD"], response_class=FileResponse)
 def document_file(request: Request, doc_id: _DOC_ID) -> FileResponse:
-    """The document's file as it was indexed (the original of an upload), under its display name."""
-    path, name, kind = _index(request).document_file(doc_id)
-    media = "application/pdf" if kind == "pdf" else None  # Starlette guesses an image's type by name
-    return FileResponse(path, media_type=media, filename=name, content_disposition_type="inline")
+    """The document's file as it was indexed (the original of an upload), by the type its bytes have: a
+    PDF or the image's own type, shown in the browser; anything else an attachment of bytes. Its name is
+    its display name, with the extension of that type (an upload's name is the client's)."""
+    path, name, _ = _index(request).document_file(doc_id)
+    served = file_type(path)
+    # an image or bytes shown on their own run nothing; a PDF gets no policy (Chromium's viewer is a
+    # plugin a policy would block), its type being verified and never sniffed
+    policy = {} if served.media_type == "application/pdf" else {"Content-Security-Policy": _FILE_POLICY}
+    return FileResponse(
+        path,
+        media_type=served.media_type,
+        filename=served.name_for(name),
+        content_disposition_type="inline" if served.inline else "attachment",
+        headers=policy,
+    )
 
 
 @router.get("/documents/{doc_id}/pages/{page}/image", response_class=FileResponse)
