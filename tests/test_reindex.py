@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from docvec import (
     CollectionMismatchError,
@@ -28,6 +30,8 @@ from docvec import (
     ReindexSpec,
     Settings,
 )
+from docvec._store import read_owner_token
+from docvec.api import create_app
 
 from .documents import make_text_pdf
 from .helpers import report
@@ -100,7 +104,9 @@ def test_a_served_collection_is_rebuilt_with_another_model_while_it_answers(
     env = _env(tmp_path / "data", tiny_dir)
     pages = _ingest(corpus, env)
     with served(env, tmp_path / "serve.log") as server:
-        http = httpx.Client(base_url=server.url, timeout=60)
+        # as the server's own user's commands do: with its token, which lets them name a model by its files
+        owner = {"X-API-Key": read_owner_token(tmp_path / "data" / "qdrant") or ""}
+        http = httpx.Client(base_url=server.url, timeout=60, headers=owner)
 
         def search(q: str) -> tuple[tuple[str, int, float], ...]:
             # dense: its scores are the vectors' (a fused search's are ranks, which another model may share)
@@ -498,6 +504,54 @@ def test_a_loss_accepted_switches_and_a_document_added_meanwhile_counts(
             accepted.note == f"switched without 1 page of 1 document of docvec.v1: {added} (1) (allow_loss)"
         )
         assert index.count() == 5 and [(v.version, v.live) for v in index.versions()] == [("docvec.v2", True)]
+
+
+def test_a_reindex_spec_takes_json_types_and_the_models_bounds(
+    tmp_path: Path, documents: Path, tiny_dir: Path
+) -> None:
+    """JSON Schema's booleans and integers only (4.0 is an integer, true and "4" are not), and a page
+    budget over the model's largest image refused before any work: a client's error (400 class), not the
+    server's."""
+    assert ReindexSpec.model_validate_json('{"dim": 32.0, "drop_old": true}') == ReindexSpec(
+        dim=32, drop_old=True
+    )
+    for body in (
+        '{"drop_old": 0}',
+        '{"allow_loss": "yes"}',
+        '{"dim": true}',
+        '{"dim": "32"}',
+        '{"dim": 32.5}',
+    ):
+        with pytest.raises(ValidationError):
+            ReindexSpec.model_validate_json(body)
+    settings = Settings(
+        data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL, threads=1)
+    )
+    with Index.open(settings) as index:
+        assert index.add([documents / "pysamples__smile.png"]).ok
+    # an operator's endpoint: a client on the server's machine, calling it by its name there
+    app = create_app(settings)
+    with TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 50000)) as client:
+        refused: list[dict[str, object]] = [
+            {"max_pixels": 14_921_870_872},  # over every model's largest image: the schema's bound
+            {"drop_old": 0},
+            {"dim": True},
+            {"max_pixels": "4000"},
+        ]
+        for sent in refused:
+            r = client.post("/reindex", json=sent)
+            assert r.status_code == 422, (sent, r.text)
+        # within the schema's bound (the largest model's), over this model's (jina-embeddings-v4's 768 tokens)
+        job = client.post("/reindex", json={"max_pixels": 700_000}).json()
+        while job["status"] in ("queued", "running"):
+            time.sleep(0.1)
+            job = client.get(job["status_url"]).json()
+        assert (job["status"], job["error"]) == ("failed", "InputError"), job
+        assert job["detail"] == (
+            "reindex with max_pixels=700000: max_pixels must lie between 784 and 602112 pixels "
+            "(jina-embeddings-v4: 1 to 768 image tokens of 28x28 px), not 700000"
+        )
+        assert [v["version"] for v in client.get("/collections").json()] == ["docvec.v1"]  # nothing begun
 
 
 # -- the page store ---------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ reindex builds and what it reports, and what a page-store collection removed."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -15,6 +15,7 @@ from pydantic import (
 from .._config import MODEL_MAX_PIXELS, TEXT_MAX_CHARS
 from .._text._terms import Analyzer, TermWeights
 from ._pages import EmbeddingInfo, IngestFailure
+from ._rules import JsonBool, JsonInt
 
 __all__ = ["GcReport", "ReindexReport", "ReindexSpec", "TextIndex", "VersionInfo", "VersionRecord"]
 
@@ -76,10 +77,21 @@ class VersionInfo(BaseModel):
     created_at: datetime | None
 
 
+# A whole number of a JSON body within bounds: the bounds stand ahead of JsonInt's validators, the one
+# place where pydantic writes them into the JSON Schema as its minimum and maximum (after a validator they
+# come out as "ge" and "le", which no JSON Schema reader knows)
+_Positive = Annotated[int, Field(ge=1), *JsonInt.__metadata__]
+_PageBudget = Annotated[int, Field(ge=1, le=MODEL_MAX_PIXELS), *JsonInt.__metadata__]
+_TokenPool = Annotated[int, Field(ge=1, le=16), *JsonInt.__metadata__]
+
+
 class ReindexSpec(BaseModel):
     """What a reindex builds: the collection with another model, vector size, page budget or kind of pages
     (each unset: the live version's own, or what the settings name explicitly). ``docvec reindex``,
-    ``POST /reindex``, the reindex flow and :meth:`docvec.Index.reindex` all take this."""
+    ``POST /reindex``, the reindex flow and :meth:`docvec.Index.reindex` all take this.
+
+    In JSON its booleans are true or false and its numbers JSON Schema's integers (4 or 4.0, never true or
+    "4"), as in Python."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -88,26 +100,24 @@ class ReindexSpec(BaseModel):
         description="A model folder, 'LM.gguf,MMPROJ.gguf' pair or registry name (paths as the process that "
         "reindexes sees them: a server's own).",
     )
-    dim: int | None = Field(None, ge=1, description="Vector size (one the model gives).")
-    max_pixels: int | None = Field(
+    dim: _Positive | None = Field(None, description="Vector size (one the model gives).")
+    max_pixels: _PageBudget | None = Field(
         None,
-        ge=1,
-        le=MODEL_MAX_PIXELS,
         description=(
             "Page budget in pixels, at most the model's largest image (jina-embeddings-v4: 602112, "
             "Qwen3-VL-Embedding: 1843200): a larger one is refused before any work."
         ),
     )
-    multivector: bool | None = Field(None, description="Keep token vectors (late interaction), or not.")
-    token_pool: int | None = Field(
-        None, ge=1, le=16, description="Multi-vector: average each run of this many token vectors into one."
+    multivector: JsonBool | None = Field(None, description="Keep token vectors (late interaction), or not.")
+    token_pool: _TokenPool | None = Field(
+        None, description="Multi-vector: average each run of this many token vectors into one."
     )
-    text: bool | None = Field(
+    text: JsonBool | None = Field(
         None,
         description="Keep the pages' text for keyword search (read from their files, or by OCR), or not.",
     )
-    drop_old: bool = Field(False, description="Remove the old version once the new one is live.")
-    allow_loss: bool = Field(
+    drop_old: JsonBool = Field(False, description="Remove the old version once the new one is live.")
+    allow_loss: JsonBool = Field(
         False,
         description=(
             "Switch even when the new version lacks pages the live one has (pages that failed, documents "
