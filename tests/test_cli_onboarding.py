@@ -161,7 +161,8 @@ def test_serve_says_where_and_what_and_logs_at_info(indexed: dict[str, str]) -> 
     banner = " ".join(errs.split())
     assert f"http://127.0.0.1:{port}/ (search page)" in banner and f"http://127.0.0.1:{port}/docs" in banner
     assert f"collection 'docvec' in the embedded store in {indexed['DOCVEC_DATA_DIR']}: 3 pages" in banner
-    assert "model tiny (tiny-qwen25vl-F16.gguf)" in banner and "no API key" in banner
+    assert "model tiny (tiny-qwen25vl-F16.gguf)" in banner and "readers need no key" in banner
+    assert "the operator's endpoints answer this machine's programs only" in banner
     assert '"GET /search?q=x HTTP/1.1" 200' in errs  # request logs at INFO, on stderr
 
 

@@ -67,8 +67,8 @@ def test_settings_left_unset_are_the_models(tiny_files: ModelFiles) -> None:
         assert emb.dim == 64  # the model's full width
     with pytest.raises(ConfigError, match="at least 784"):
         Embedder(tiny_files, EmbedSettings(min_pixels=100))
-    with pytest.raises(ConfigError, match=r"min_pixels \(602113\) is larger than max_pixels \(602112\)"):
-        Embedder(tiny_files, EmbedSettings(min_pixels=602113))
+    with pytest.raises(ConfigError, match=r"min_pixels must lie between 784 and 602112 pixels"):
+        Embedder(tiny_files, EmbedSettings(min_pixels=602113))  # over the model's largest image
 
 
 def test_sub_batched_decoding_gives_the_same_states(tiny_files: ModelFiles) -> None:

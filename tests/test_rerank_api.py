@@ -140,7 +140,8 @@ def _check_reranked(
 
 def test_healthz_names_the_reranker(http: httpx.Client, plain: httpx.Client, reranker_dir: Path) -> None:
     health = _ok(http.get("/healthz"))
-    assert (health["reranker"], health["rerank"]) == (str(reranker_dir), 0)
+    # open to anyone: the reranker's folder by its name, not where the server keeps it
+    assert (health["reranker"], health["rerank"]) == (reranker_dir.name, 0)
     none = _ok(plain.get("/healthz"))
     assert "reranker" in none and (none["reranker"], none["rerank"]) == (None, 0)
 
