@@ -406,7 +406,7 @@ def serve(
         err.print(
             f"docvec serves {base}/ (search page) and {base}/docs (API)\n"
             f"  collection {s.collection!r} in {store}: {index.count()} pages\n"
-            f"  model {index.model} ({index.embedder.files.language_model.name}); "
+            f"  model {index.model} ({index.embedder.files.language_model.name})"
             + _access_line(s)
             + _reranker_line(index),
             highlight=False,
