@@ -287,6 +287,46 @@ def test_search_get_rejects_bad_input(client: TestClient) -> None:
     assert r.status_code == 422
 
 
+def test_the_schema_states_the_rules_the_code_applies(client: TestClient) -> None:
+    """What schemathesis found: the schema and the code agreed on every value, and every refusal, the
+    framework's own included, has docvec's body."""
+    # JSON Schema's integer: 63.0 is one, for rerank as for k and prefetch (this server has no reranker: 409,
+    # not a refusal of the number); 4553.5 and true are not
+    assert client.post("/search", json={"query": "x", "rerank": 63.0}).json()["error"] == "ConflictError"
+    assert client.post("/search", json={"query": "x", "k": 3.0}).status_code == 200
+    for body in (
+        {"query": "x", "prefetch": 4553.5},
+        {"query": "x", "k": True},
+        {"query": "x", "rerank": "9"},
+    ):
+        assert client.post("/search", json=body).status_code == 422, body
+    # an empty doc_id is no document id (the schema's pattern), not "no filter"
+    r = client.get("/search", params={"q": "x", "doc_id": ""})
+    assert r.status_code == 400 and "32 hex digits" in r.json()["detail"]
+    # no name holds a NUL: the schema says so, as the code refuses it
+    schema = client.get("/openapi.json").json()
+    target = next(p for p in schema["paths"]["/documents"]["delete"]["parameters"] if p["name"] == "target")
+    assert target["schema"]["pattern"] == r"^[^\x00]+$"
+    # the framework's own refusals: docvec's body and class
+    for r, status, error in (
+        (client.get("/no/such/endpoint"), 404, "NotFoundError"),
+        (
+            client.post(
+                "/search", content=b'{"query": "\xff"}', headers={"content-type": "application/json"}
+            ),
+            400,
+            "InputError",
+        ),
+        (
+            client.post("/documents", content=b"x", headers={"content-type": "multipart/form-data"}),
+            400,
+            "InputError",
+        ),
+        (client.put("/search"), 405, "InputError"),
+    ):
+        assert r.status_code == status and r.json()["error"] == error and r.json()["detail"], r.text
+
+
 def test_concurrent_searches_agree(client: TestClient) -> None:
     queries = ["invoice total", "a smiling face", "chapter one"]
 
