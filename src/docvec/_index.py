@@ -581,9 +581,7 @@ class Index(Closing):
                     "nothing to reindex"
                 )
             base = fitting_settings(self.settings, version_record(self._store, version), follow=False)
-            changes = {
-                key: getattr(spec, key) for key in ("dim", "max_pixels") if getattr(spec, key) is not None
-            }
+            changes = _embed_changes(spec)
             target_model = spec.model or base.model
             multi = base.multivector if spec.multivector is None else spec.multivector
             pool = base.token_pool if spec.token_pool is None else spec.token_pool
@@ -595,8 +593,7 @@ class Index(Closing):
                     raise
                 # the model checks the spec's size and budget against its own as it opens: a value it
                 # does not offer is the caller's to change, not a fault of the server's settings
-                asked = ", ".join(f"{key}={value}" for key, value in changes.items())
-                raise InputError(f"reindex with {asked}: {e}") from None
+                raise _refused(changes, e) from None
             renderer = new_renderer(self.settings, target, text)
             if settle is None:
                 settle = 2 * RESOLVE_EVERY if self._store.backend.resolves_aliases else 0.0
@@ -627,6 +624,20 @@ class Index(Closing):
             if report.dropped_old:
                 self.gc()
             return report
+
+    def check_reindex(self, spec: ReindexSpec) -> None:
+        """Refuse at once, as :meth:`reindex` would before any work, a ``spec`` that keeps the model and
+        asks for a vector size or page budget it does not offer (:class:`~docvec.InputError` naming them),
+        without loading another model: a server checks a reindex so before it answers. A spec naming
+        another model is checked as that model opens, by :meth:`reindex`."""
+        changes = _embed_changes(spec)
+        if not changes or (spec.model is not None and spec.model != self.model):
+            return
+        embedder = self.embedder
+        try:
+            embedder.profile.resolve(embedder.settings.model_copy(update=changes), embedder.hidden_size)
+        except ConfigError as e:
+            raise _refused(changes, e) from None
 
     def versions(self) -> list[VersionInfo]:
         """The collection's versions, oldest first: model, size, pages, and which one is live."""
@@ -687,3 +698,14 @@ class Index(Closing):
 
     def __repr__(self) -> str:
         return f"Index({self.collection!r} at {self._store.where})"
+
+
+def _embed_changes(spec: ReindexSpec) -> dict[str, int]:
+    """The embedder settings a reindex spec changes: its vector size and page budget, where it sets them."""
+    return {key: value for key in ("dim", "max_pixels") if (value := getattr(spec, key)) is not None}
+
+
+def _refused(changes: dict[str, int], error: ConfigError) -> InputError:
+    """A model's refusal of a reindex's size or budget, as the caller's error naming what it asked."""
+    asked = ", ".join(f"{key}={value}" for key, value in changes.items())
+    return InputError(f"reindex with {asked}: {error}")

@@ -112,6 +112,7 @@ def reindex(request: Request, body: ReindexSpec) -> JSONResponse:
     jobs: Jobs = request.app.state.jobs
     access: Access = request.app.state.access
     access.confine_model(body.model, caller(request))
+    _index(request).check_reindex(body)  # a size or budget the served model does not offer: 400 now
     job = jobs.submit(
         f"reindex {_index(request).collection}", partial(_reindex, _index(request), body), kind="reindex"
     )
