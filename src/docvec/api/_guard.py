@@ -4,10 +4,8 @@ limit, and the headers every answer carries."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
-
 from starlette.requests import cookie_parser
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._access import Access, Role
 from ._models import ErrorResponse
@@ -18,12 +16,6 @@ __all__ = ["MAX_REQUEST_BYTES", "OPEN_PATHS", "Guard"]
 MAX_REQUEST_BYTES = 1024 * 1024
 #: Multipart framing around an upload: boundaries and part headers.
 _MULTIPART_SLACK = 64 * 1024
-
-_Scope = MutableMapping[str, Any]
-_Message = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[_Message]]
-_Send = Callable[[_Message], Awaitable[None]]
-_ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 #: Open without a key: the liveness probe, the search page and its script and style (the page asks for
 #: the key itself), and the session the page signs in to.
@@ -40,7 +32,7 @@ _ALWAYS = [
 _NO_CONTENT_POLICY = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'; sandbox")
 
 
-async def _send_error(send: _Send, status: int, detail: str, error: str) -> None:
+async def _send_error(send: Send, status: int, detail: str, error: str) -> None:
     body = ErrorResponse(detail=detail, error=error).model_dump_json(exclude_none=True).encode()
     await send(
         {
@@ -57,7 +49,7 @@ async def _send_error(send: _Send, status: int, detail: str, error: str) -> None
     await send({"type": "http.response.body", "body": body})
 
 
-def _with_policy(message: _Message) -> _Message:
+def _with_policy(message: Message) -> Message:
     """A response start with the headers every answer carries (a route's own Content-Security-Policy
     kept)."""
     headers = list(message.get("headers", []))
@@ -74,12 +66,12 @@ class Guard:
     body size limit (by header, and counted as it streams); every answer gets the headers of
     :data:`_ALWAYS`."""
 
-    def __init__(self, app: _ASGIApp, *, access: Access, upload_limit: int) -> None:
+    def __init__(self, app: ASGIApp, *, access: Access, upload_limit: int) -> None:
         self.app = app
         self.access = access
         self.upload_limit = upload_limit
 
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -100,12 +92,12 @@ class Guard:
             )
             return
 
-        async def with_headers(message: _Message) -> None:
+        async def with_headers(message: Message) -> None:
             await send(_with_policy(message) if message["type"] == "http.response.start" else message)
 
         await self._limited(scope, receive, with_headers, headers)
 
-    async def _limited(self, scope: _Scope, receive: _Receive, send: _Send, headers: dict[str, str]) -> None:
+    async def _limited(self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]) -> None:
         """The app, with the request body held to its limit."""
         upload = scope["method"] == "POST" and scope["path"] == "/documents"
         limit = self.upload_limit + _MULTIPART_SLACK if upload else MAX_REQUEST_BYTES
@@ -116,7 +108,7 @@ class Guard:
         received = 0
         started = rejected = False
 
-        async def counting_receive() -> _Message:
+        async def counting_receive() -> Message:
             nonlocal received, rejected
             if rejected:
                 return {"type": "http.disconnect"}
@@ -132,7 +124,7 @@ class Guard:
                     return {"type": "http.disconnect"}
             return message
 
-        async def guarded_send(message: _Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
             if rejected:
                 return  # the 413 went out instead
