@@ -14,8 +14,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 from .._errors import (
@@ -35,8 +36,8 @@ from .._errors import (
     TooLargeError,
     error_fields,
 )
-from .._records import shortened
-from ._models import DOCVEC_RULE, ErrorResponse
+from .._records import DOCVEC_RULE, shortened
+from ._models import ErrorResponse
 
 __all__ = ["error_response", "install_error_handlers", "status_of"]
 
@@ -96,14 +97,12 @@ def _redacted(values: dict[str, Any], redact: Callable[[str], str]) -> dict[str,
 
 
 def _methods_on(routes: Sequence[BaseRoute], scope: Scope) -> set[str]:
-    """The methods of every endpoint on the scope's path, in these routes and the routers they include."""
+    """The methods of every endpoint on the scope's path, in these routes and the routers they include
+    (FastAPI's ``iter_route_contexts`` flattens them, each endpoint under its full path)."""
     methods: set[str] = set()
-    for route in routes:
-        included = getattr(route, "original_router", None)  # FastAPI's wrapper of an included router
-        if included is not None:
-            methods |= _methods_on(included.routes, scope)
-        elif isinstance(route, Route) and route.matches(scope)[0] is not Match.NONE:
-            methods |= route.methods or set()
+    for context in iter_route_contexts(routes):
+        if context.methods is not None and context.matches(scope)[0] is not Match.NONE:
+            methods |= context.methods
     return methods
 
 
