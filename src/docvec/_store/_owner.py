@@ -1,5 +1,6 @@
-"""The embedded store folder's one owner: an exclusive lock on ``<folder>/.lock`` and a record of who holds
-it in ``<folder>/.owner.json`` (pid, hostname, start time, command line, and where a server serves it).
+"""The embedded store folder's one owner: an exclusive lock on ``<folder>/.lock`` (filelock's: flock on
+Unix) and a record of who holds it in ``<folder>/.owner.json`` (pid, hostname, start time, command line,
+and where a server serves it).
 
 The lock keeps a second process out; the record tells that process who is in its way (and a server's
 URL, so that docvec commands send their work there instead of failing).
@@ -18,13 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from .._errors import StoreBusyError, StoreError
 from .._fileio import write_json_atomic
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: the WAL lock is then the only guard
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["TOKEN_FIELD", "OwnerLock", "read_owner", "read_owner_token"]
 
@@ -69,23 +67,31 @@ class OwnerLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
+        # One lock object per store: a second store on the folder in this process is refused like another
+        # process. Non-blocking: waiting for another process's store to close would hang a CLI for ever.
+        # Not per thread: a server takes it in one thread and may let it go in another.
+        self._lock = FileLock(path / _LOCK_FILE, mode=0o644, thread_local=False, blocking=False)
 
     @property
     def held(self) -> bool:
         """Whether this process holds the folder."""
-        return self._fd is not None
+        return self._lock.is_locked
 
     def acquire(self) -> None:
         """Create the folder if needed, take its lock and say who holds it (once); a folder another
         process holds is a :class:`~docvec.StoreBusyError` naming that process."""
-        if self._fd is not None:
+        if self.held:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the store folder {self.path}: {exc}") from exc
-        self._fd = self._take()
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise self.busy_error() from None
+        except OSError as exc:
+            raise StoreError(f"cannot lock {self.path / _LOCK_FILE}: {exc}") from exc
         self._write()
 
     def advertise(self, fields: dict[str, Any]) -> None:
@@ -96,12 +102,11 @@ class OwnerLock:
 
     def release(self) -> None:
         """Remove the owner record and let the lock go (call it after everything under it is closed)."""
-        if self._fd is None:
+        if not self.held:
             return
         with contextlib.suppress(OSError):
             (self.path / _OWNER_FILE).unlink()
-        os.close(self._fd)  # closing the descriptor releases the flock
-        self._fd = None
+        self._lock.release(force=True)
 
     def busy_error(self) -> StoreBusyError:
         """The error for a folder another process (or another handle in this one) holds."""
@@ -129,24 +134,6 @@ class OwnerLock:
             path=str(self.path),
             owner=owner,
         )
-
-    def _take(self) -> int | None:
-        if fcntl is None:  # pragma: no cover
-            return None
-        try:
-            fd = os.open(self.path / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreError(f"cannot open the lock file in {self.path}: {exc}") from exc
-        try:
-            # Non-blocking: waiting for another process's store to close would hang a CLI for ever.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise self.busy_error() from None
-        except OSError as exc:
-            os.close(fd)
-            raise StoreError(f"cannot lock {self.path / _LOCK_FILE}: {exc}") from exc
-        return fd
 
     def _write(self, extra: dict[str, Any] | None = None) -> None:
         owner = {
