@@ -23,9 +23,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 from docvec import ConfigError
 from docvec._model._profiles import JINA_V4
-from docvec._render import ExtractedText, PageFailure, RenderedPage, Renderer
+from docvec._render import ExtractedText, PageFailure, RenderedPage, Renderer, _ocr
 from docvec._render import _worker as w
-from docvec._text import _ocr
 
 from .documents import DOCUMENTS, make_pages_pdf, make_text_pdf, manifest_rows, write_pdf
 

@@ -263,7 +263,7 @@ def test_the_command_line_shows_snippets_and_eval_scores_keyword_modes(
 def test_a_scan_is_read_by_ocr_and_cjk_text_is_found_by_its_words(
     tmp_path: Path, small: Embedder, tiny_dir: Path
 ) -> None:
-    from docvec._text import _ocr
+    from docvec._render import _ocr
 
     from .test_render_text import SCAN_LINES, cjk_layer_pdf, scan_pdf
 

@@ -14,7 +14,7 @@ most ``max_pixels``. Whole-document failures raise :class:`RenderError`; a singl
 
 With ``text``, each page comes with its text, read in the worker that renders it: the PDF's text layer in
 pdfium's reading order, or, where that is missing or broken (garbage glyph codes) and OCR is on,
-OCR's (:mod:`docvec._text._ocr`, from the page rendered again at the OCR resolution). :meth:`Renderer.texts`
+OCR's (:mod:`docvec._render._ocr`, from the page rendered again at the OCR resolution). :meth:`Renderer.texts`
 reads the text alone, for documents whose page images exist already.
 """
 
@@ -40,7 +40,7 @@ from PIL import Image, features
 from .._closing import Closing
 from .._config import DECODE_BUDGET_MB, RENDER_TIMEOUT_S, TEXT_MAX_CHARS
 from .._errors import ConfigError, InputError, RenderError, RendererStartError, RendererStateError
-from .._text import _ocr
+from . import _ocr
 from . import _worker as w
 
 __all__ = [

@@ -15,7 +15,7 @@ characters kept) asks for each page's text too: it comes in the page's :class:`P
 
 A page's text is its PDF text layer (pdfium's text page, in pdfium's reading order), normalised by
 :func:`clean_text`, unless that layer is missing or broken (:func:`layer_problem`); then, as the OCR setting
-says, OCR's (:mod:`docvec._text._ocr`), read from the page rendered again at the OCR resolution (an image
+says, OCR's (:mod:`docvec._render._ocr`), read from the page rendered again at the OCR resolution (an image
 file's frame decoded again at the OCR size), never from the small image the model sees.
 """
 
@@ -38,7 +38,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .._decoding import bomb_reason, decode_refusal, to_rgb
-from .._text import _ocr
+from . import _ocr
 
 # Pages a worker may hold finished but not yet taken by the parent (besides the one being sent).
 PREFETCH = 2
@@ -55,7 +55,7 @@ OWN_MEMORY = 256 << 20
 # make at least 68% of every page (a page of formulas), once a run of one repeated mark (the dot leaders of
 # a table of contents: 50% without) counts once. The one odd sample, an Arabic page one of whose fonts has
 # no usable map, has 5 of its 24 characters unmapped (21%) and keeps its layer. A third of a page
-# unreadable is far worse than what OCR reads (about 2% of characters wrong, see docvec._text._ocr).
+# unreadable is far worse than what OCR reads (about 2% of characters wrong, see docvec._render._ocr).
 #: the share of a layer's characters that pdfium cannot map to unicode (no /ToUnicode, unknown glyph names)
 MAP_ERROR_SHARE = 1 / 3
 #: the share of U+FFFD, private-use, unassigned and control characters (a /ToUnicode that maps to garbage)
