@@ -32,7 +32,7 @@ def test_query_and_passage_prompts_differ(embedder: Embedder) -> None:
     p = embedder.embed_passages(["invoice"])
     assert float(q[0] @ p[0]) < 0.9999
     assert embedder.text_states("Query: invoice").states.shape[0] == len(
-        embedder._model.tokenize("Query: invoice")
+        embedder._session.model.tokenize("Query: invoice")
     )
 
 

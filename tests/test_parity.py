@@ -29,7 +29,7 @@ def row_cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def test_text_tokens_match_the_reference_tokenizer(embedder: Embedder, reference: ReferenceEmbedder) -> None:
     for t in TEXTS:
         for prompt in (f"Query: {t}", f"Passage: {t}"):
-            assert embedder._model.tokenize(prompt).tolist() == reference.token_ids_text(prompt)
+            assert embedder._session.model.tokenize(prompt).tolist() == reference.token_ids_text(prompt)
 
 
 def test_text_parity_pooled_and_per_token(embedder: Embedder, reference: ReferenceEmbedder) -> None:

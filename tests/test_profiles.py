@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from docvec import ConfigError, Embedder, EmbedSettings, ModelFiles, ModelMismatchError, ReindexSpec
 from docvec._config import MODEL_MAX_PIXELS
-from docvec._model._embedder import _split_template
 from docvec._model._profiles import JINA_V4, PROFILES, QWEN3_VL_EMBEDDING, profile_for
+from docvec._model._session import split_template
 
 from .helpers import ROOT, TEXTS
 
@@ -18,7 +18,7 @@ from .helpers import ROOT, TEXTS
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
 def test_text_templates_split_around_the_text(profile: object) -> None:
     for template in (profile.query_template, profile.passage_template):  # type: ignore[attr-defined]
-        head, pre, post, tail = _split_template(template)
+        head, pre, post, tail = split_template(template)
         assert head + pre + "{text}" + post + tail == template
         # the plain stretch holds no control token: a user's text is never read as one
         assert "<|" not in pre + post
@@ -79,10 +79,11 @@ def test_a_budget_over_the_models_largest_image_is_refused() -> None:
 
 
 def test_markup_in_a_query_is_plain_text(embedder: Embedder) -> None:
-    im_end = embedder._special_id("<|im_end|>")
+    im_end = embedder._session.special_id("<|im_end|>")
     states = embedder.prompt_states(JINA_V4.query_template, "stop <|im_end|> here")
     assert im_end not in states.token_ids.tolist()
-    assert states.token_ids.tolist() == embedder._model.tokenize("Query: stop <|im_end|> here").tolist()
+    plain = embedder._session.model.tokenize("Query: stop <|im_end|> here")
+    assert states.token_ids.tolist() == plain.tolist()
 
 
 def test_attention_precision_settings_reach_the_context(tiny_files: ModelFiles) -> None:

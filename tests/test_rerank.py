@@ -136,12 +136,8 @@ def test_a_custom_instruction_is_the_references(
 
 
 def test_markup_in_a_query_stays_text(reranker: Reranker, reference: Qwen3VLRerankerReference) -> None:
-    from docvec._model._embedder import _split_template
-
-    head, pre, post, _ = _split_template(
-        QWEN3_VL_RERANKER.prefix.format(instruction=QWEN3_VL_RERANKER.instruction, query="{text}")
-    )
-    ids = reranker._query_tokens(head, pre, "total <|im_end|> due", post)
+    prefix = QWEN3_VL_RERANKER.prefix.format(instruction=QWEN3_VL_RERANKER.instruction, query="{text}")
+    ids = reranker._query_tokens(prefix, "total <|im_end|> due")
     im_end = reference.token_ids("<|im_end|>")[0]
     assert list(ids).count(im_end) == 1  # the system turn's only: the query's is plain text
 

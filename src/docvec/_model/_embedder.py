@@ -22,13 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import logging
-import os
-import re
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +41,11 @@ from ._fingerprint import fingerprint
 from ._gguf import GGUFInfo, read_gguf_info
 from ._head import FILE_NAME as HEAD_FILE
 from ._head import MultiVectorHead, read_head
-from ._images import ImageInput, load_image, prepare_image
-from ._native import LlamaContext, LlamaModel, MtmdContext, PromptChunk, holding_interrupts
+from ._images import ImageInput, load_image, prepare_image, prepare_images
+from ._native import PromptChunk
 from ._profiles import ImageBounds, ModelProfile, profile_for
 from ._resolve import resolve_model
+from ._session import Session
 
 __all__ = ["Embedder", "ImageStates", "TokenStates", "normalize"]
 
@@ -109,6 +106,7 @@ class Embedder(Closing):
         a :class:`~docvec.ModelFileError` naming it; one of another width a
         :class:`~docvec.ModelMismatchError`).
         """
+        self._view = False
         self.settings = settings or EmbedSettings()
         self.decode_budget = decode_budget
         lm_info, mm_info = headers or inspect_pair(files)
@@ -136,38 +134,16 @@ class Embedder(Closing):
         self.bounds: ImageBounds
         width = lm_info.embedding_length or 0
         self._default_dim, self.bounds = self.profile.resolve(s, width)
-        threads = s.threads or os.cpu_count() or 1
+        image_prompt = self.bounds.max_pixels // self.profile.image_unit**2 + 64
+        #: the loaded model, shared with every view of this embedder (:meth:`with_dim`)
+        self._session = Session(
+            files, s, self.profile, bounds=self.bounds, n_ctx=max(s.max_text_tokens, image_prompt)
+        )
         #: the language model's attention settings in use: the settings', else the profile's defaults
-        fa = s.flash_attention
-        self.flash_attention = fa if fa is not None else self.profile.flash_attention
-        self.kv_cache = s.kv_cache or self.profile.kv_cache
-        unit2 = self.profile.image_unit**2
-        self._handles = _Handles()
-        self._view = False
-        self._model = LlamaModel(files.language_model, gpu_layers=s.gpu_layers)
-        try:
-            n_ctx = min(max(s.max_text_tokens, self._max_image_prompt_tokens()), self._model.n_ctx_train)
-            self._ctx = LlamaContext(
-                self._model,
-                n_ctx=n_ctx,
-                n_batch=s.decode_batch,
-                threads=threads,
-                flash_attention=self.flash_attention,
-                kv_cache=self.kv_cache,
-            )
-            self._mtmd = MtmdContext(
-                files.mmproj,
-                self._model,
-                threads=threads,
-                use_gpu=s.vision_gpu,
-                min_tokens=-(-self.bounds.min_pixels // unit2),
-                max_tokens=self.bounds.max_pixels // unit2,
-            )
-        except BaseException:
-            self.close()
-            raise
+        self.flash_attention, self.kv_cache = self._session.flash_attention, self._session.kv_cache
         span = self.profile.image_span
-        self._span_ids = (self._special_id(span[0]), self._special_id(span[1])) if span else None
+        session = self._session
+        self._span_ids = (session.special_id(span[0]), session.special_id(span[1])) if span else None
 
     @classmethod
     def open(
@@ -194,7 +170,7 @@ class Embedder(Closing):
     @property
     def hidden_size(self) -> int:
         """Width of the language model's hidden states (the vector size before truncation)."""
-        return self._model.n_embd
+        return self._session.model.n_embd
 
     @property
     def has_multivector(self) -> bool:
@@ -269,11 +245,9 @@ class Embedder(Closing):
         A text longer than ``max_text_tokens`` is cut (with a warning) and the template kept whole, so that
         the tokens a pooling rule reads (the prompt's last one) stay where the model expects them.
         """
-        head, plain_pre, plain_post, tail = _split_template(template)
-        with self._native():
-            start = self._model.tokenize(head, parse_special=True)
-            body = self._model.tokenize(plain_pre + text + plain_post, parse_special=False)
-            end = self._model.tokenize(tail, parse_special=True)
+        session = self._session
+        with session.use():
+            start, body, end = session.prompt(template, text)
             room = self.settings.max_text_tokens - len(start) - len(end)
             if len(body) > room:
                 log.warning(
@@ -284,8 +258,8 @@ class Embedder(Closing):
                 body = body[: max(room, 0)]
             tokens = np.concatenate([start, body, end]).astype(np.int32)
             t0 = time.perf_counter()
-            self._ctx.clear()
-            states = self._ctx.decode_tokens(tokens, 0)
+            session.context.clear()
+            states = session.context.decode_tokens(tokens, 0)
             return TokenStates(states, tokens, time.perf_counter() - t0)
 
     def image_states(self, image: ImageInput) -> ImageStates:
@@ -296,14 +270,16 @@ class Embedder(Closing):
         return prepare_image(load_image(image, budget=self.decode_budget), self.bounds)
 
     def _image_states(self, rgb: npt.NDArray[np.uint8]) -> ImageStates:
-        prompt = self.profile.image_template.format(marker=self._mtmd.marker)
-        with self._native():
+        session = self._session
+        prompt = self.profile.image_template.format(marker=session.vision.marker)
+        with session.use():
             t0 = time.perf_counter()
-            chunks = self._mtmd.tokenize(prompt, rgb)
+            chunks = session.vision.tokenize(prompt, rgb)
             t1 = time.perf_counter()
-            self._ctx.clear()
-            states, ids = self._decode_chunks(chunks)
+            session.context.clear()
+            states = session.decode(chunks)
             t2 = time.perf_counter()
+        ids = _token_ids(chunks)
         return ImageStates(
             states=states,
             token_ids=ids,
@@ -324,34 +300,17 @@ class Embedder(Closing):
         """This model, returning ``dim``-d vectors by default: a view that shares the loaded model with this
         embedder, and its lifetime. It costs no memory; its :meth:`close` does nothing; once this embedder
         is closed, every call of the view raises :class:`~docvec.ModelError`, as this embedder's do."""
-        view = copy.copy(self)  # the same _Handles: one lock, one closed state for the owner and its views
+        view = copy.copy(self)  # the same session: one lock, one closed state for the owner and its views
         view._default_dim = self.profile.check_dim(dim, self.hidden_size)
         view._view = True
         return view
 
     def close(self) -> None:
         """Free the native model, context and vision encoder, once the call in progress (if any) ends;
-        a later call raises :class:`~docvec.ModelError`."""
-        if getattr(self, "_view", False):
-            return
-        handles = getattr(self, "_handles", None)
-        with handles.lock if handles is not None else contextlib.nullcontext():
-            if handles is not None:
-                handles.closed = True
-            for name in ("_mtmd", "_ctx", "_model"):
-                obj = getattr(self, name, None)
-                if obj is not None:
-                    obj.close()
-
-    @contextlib.contextmanager
-    def _native(self) -> Iterator[None]:
-        """The native handles, one thread at a time, never after they were freed; a Ctrl-C meanwhile is
-        raised when the native calls return (see :func:`holding_interrupts`)."""
-        with self._handles.lock:
-            if self._handles.closed:
-                raise ModelError(f"the model {self.files.language_model.name} was closed")
-            with holding_interrupts():
-                yield
+        a later call raises :class:`~docvec.ModelError`. A view's does nothing."""
+        session = getattr(self, "_session", None)  # None: the open failed before loading
+        if session is not None and not self._view:
+            session.close()
 
     def __del__(self) -> None:
         # at interpreter shutdown the native library may already be gone
@@ -400,15 +359,7 @@ class Embedder(Closing):
     ) -> tuple[Vectors, list[Vectors]]:
         """Pooled vectors of ``images``, and, with a ``head``, each one's token vectors."""
         d = self._dim(dim)
-        items = _as_list(images, "images")
-        # Decode and resize everything first, so a bad item fails the batch before any model work; only
-        # the resized bytes are kept (at most max_pixels x 3 each), not the decoded originals.
-        prepared = []
-        for i, img in enumerate(items):
-            try:
-                prepared.append(self._prepare(img))
-            except InputError as e:
-                raise InputError(e.reason, index=i, item=e.item or _describe(img)) from None
+        prepared = prepare_images(images, self.bounds, budget=self.decode_budget)
         out = np.empty((len(prepared), self.hidden_size), np.float32)
         tokens: list[Vectors] = []
         for i, rgb in enumerate(prepared):
@@ -417,22 +368,6 @@ class Embedder(Closing):
             if head is not None:
                 tokens.append(head(st.states))
         return normalize(out, d), tokens
-
-    def _decode_chunks(self, chunks: list[PromptChunk]) -> tuple[Vectors, npt.NDArray[np.int32]]:
-        states: list[Vectors] = []
-        ids: list[npt.NDArray[np.int32]] = []
-        pos = 0
-        for c in chunks:
-            if c.tokens is not None:
-                states.append(self._ctx.decode_tokens(c.tokens, pos))
-                ids.append(c.tokens)
-            else:
-                assert c.image_embd is not None and c.image_pos is not None
-                with self._ctx.causal(c.causal):
-                    states.append(self._ctx.decode_embeddings(c.image_embd, c.image_pos))
-                ids.append(np.full(c.n_tokens, -1, np.int32))
-            pos += c.n_pos
-        return np.concatenate(states), np.concatenate(ids)
 
     def _pool(self, states: Vectors, span: tuple[int, int] | None) -> Vectors:
         """One input's vector from its token states, by the profile's rule (before normalisation)."""
@@ -455,19 +390,8 @@ class Embedder(Closing):
             )
         return int(a[0]), int(b[0])
 
-    def _special_id(self, token: str) -> int:
-        ids = self._model.tokenize(token, parse_special=True)
-        if len(ids) != 1:
-            raise ConfigError(
-                f"{self.files.language_model}: '{token}' is not a single token in this vocabulary"
-            )
-        return int(ids[0])
-
     def _dim(self, dim: int | None) -> int:
         return self._default_dim if dim is None else self.profile.check_dim(dim, self.hidden_size)
-
-    def _max_image_prompt_tokens(self) -> int:
-        return self.bounds.max_pixels // self.profile.image_unit**2 + 64
 
     def _check_geometry(self, mm: GGUFInfo) -> None:
         patch = mm.metadata.get("clip.vision.patch_size")
@@ -479,44 +403,14 @@ class Embedder(Closing):
             )
 
 
-class _Handles:
-    """The guard of one loaded model's native handles, shared by its embedder and every view of it
-    (:meth:`Embedder.with_dim`): a call holds the lock and finds the handles open, or raises."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.closed = False
-
-
-# a control token of the Qwen chat templates (<|im_start|>, <|vision_start|>, ...)
-_CONTROL = re.compile(r"<\|[^|<>\s]+\|>")
-
-
-@functools.lru_cache(maxsize=32)  # a profile has three templates: split each once, not once per text
-def _split_template(template: str) -> tuple[str, str, str, str]:
-    """``template`` cut around ``{text}`` into (control part, plain part, plain part, control part).
-
-    The plain stretch runs from the last control token before ``{text}`` to the first one after it, and
-    is tokenized with the text as plain text: the same tokens a tokenizer gives the whole prompt (it splits
-    at control tokens first), but markup inside a user's text stays text.
-    """
-    if template.count("{text}") != 1:
-        raise ConfigError(f"a text template holds '{{text}}' exactly once: {template!r}")
-    pre, post = template.split("{text}")
-    before = [m.end() for m in _CONTROL.finditer(pre)]
-    after = _CONTROL.search(post)
-    a = before[-1] if before else 0
-    b = after.start() if after else len(post)
-    return pre[:a], pre[a:], post[:b], post[b:]
+def _token_ids(chunks: list[PromptChunk]) -> npt.NDArray[np.int32]:
+    """The token ids of a tokenized prompt, -1 for each image token."""
+    return np.concatenate(
+        [c.tokens if c.tokens is not None else np.full(c.n_tokens, -1, np.int32) for c in chunks]
+    )
 
 
 def _as_list(items: Sequence[Any], what: str) -> list[Any]:
     if isinstance(items, str | bytes | Path):
         raise InputError(f"{what} must be a list, not a single {type(items).__name__}")
     return list(items)
-
-
-def _describe(item: object) -> str:
-    if isinstance(item, str | Path):
-        return str(item)
-    return type(item).__name__

@@ -4,6 +4,7 @@ reference's resize, so that mtmd receives exactly the pixels PyTorch would see."
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from .._decoding import bomb_reason, decode_refusal, to_rgb
 from .._errors import InputError
 from ._profiles import ImageBounds
 
-__all__ = ["ImageInput", "load_image", "prepare_image", "smart_resize"]
+__all__ = ["ImageInput", "load_image", "prepare_image", "prepare_images", "smart_resize"]
 
 ImageInput = Image.Image | str | Path
 
@@ -84,3 +85,24 @@ def prepare_image(image: Image.Image, bounds: ImageBounds) -> npt.NDArray[np.uin
     if (image.width, image.height) != (w, h):
         image = image.resize((w, h), resample=Image.Resampling.BICUBIC)
     return np.asarray(image, dtype=np.uint8)
+
+
+def prepare_images(
+    images: Sequence[ImageInput], bounds: ImageBounds, *, budget: int = DECODE_BUDGET_MB << 20
+) -> list[npt.NDArray[np.uint8]]:
+    """Every one of ``images`` loaded (under ``budget``, as :func:`load_image`) and resized for the model,
+    before any model work: a bad one is an :class:`InputError` naming its index and file. Only the resized
+    bytes are kept (at most ``bounds.max_pixels`` x 3 each), not the decoded originals."""
+    if isinstance(images, str | bytes | Path):
+        raise InputError(f"images must be a list, not a single {type(images).__name__}")
+    prepared = []
+    for i, image in enumerate(images):
+        try:
+            prepared.append(prepare_image(load_image(image, budget=budget), bounds))
+        except InputError as e:
+            raise InputError(e.reason, index=i, item=e.item or _describe(image)) from None
+    return prepared
+
+
+def _describe(image: object) -> str:
+    return str(image) if isinstance(image, str | Path) else type(image).__name__

@@ -20,10 +20,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,14 +32,14 @@ from .._closing import Closing
 from .._config import DECODE_BUDGET_MB, EmbedSettings
 from .._errors import InputError, ModelError, ModelFileError, ModelMismatchError
 from .._records import ModelFingerprint
-from ._embedder import _as_list, _describe, _split_template
 from ._files import ModelFiles, inspect_pair
 from ._fingerprint import fingerprint
 from ._gguf import GGUFInfo
-from ._images import ImageInput, load_image, prepare_image
-from ._native import LlamaContext, LlamaModel, MtmdContext, Outputs, PromptChunk, holding_interrupts
+from ._images import ImageInput, prepare_images
+from ._native import PromptChunk
 from ._profiles import ImageBounds, RerankerProfile, reranker_profile_for
 from ._resolve import resolve_model
+from ._session import Session
 
 __all__ = ["CLASSIFIER", "RerankTiming", "Reranker"]
 
@@ -100,42 +98,16 @@ class Reranker(Closing):
         self.direction = _read_direction(lm_info, labels, self.profile)
         #: what the files hold, by content (:mod:`docvec._model._fingerprint`)
         self.fingerprint = ModelFingerprint(model=fingerprint(lm_info), mmproj=fingerprint(mm_info))
-        self.flash_attention = (
-            s.flash_attention if s.flash_attention is not None else self.profile.flash_attention
-        )
-        self.kv_cache = s.kv_cache or self.profile.kv_cache
-        threads = s.threads or os.cpu_count() or 1
-        unit2 = self.profile.image_unit**2
-        self._lock = threading.Lock()
-        self._closed = False
-        self._model = LlamaModel(files.language_model, gpu_layers=s.gpu_layers)
-        try:
-            if self._model.n_embd != self.direction.shape[0]:
-                raise ModelMismatchError(
-                    f"{files.language_model}: its classifier rows are {self.direction.shape[0]} wide, its "
-                    f"hidden states {self._model.n_embd}"
-                )
-            # the conversation, the query and the largest page, in one sequence
-            n_ctx = s.max_text_tokens + self.bounds.max_pixels // unit2 + 256
-            self._ctx = LlamaContext(
-                self._model,
-                n_ctx=min(n_ctx, self._model.n_ctx_train),
-                n_batch=s.decode_batch,
-                threads=threads,
-                flash_attention=self.flash_attention,
-                kv_cache=self.kv_cache,
+        if lm_info.embedding_length != self.direction.shape[0]:  # before the weights, as the head's check
+            raise ModelMismatchError(
+                f"{files.language_model}: its classifier rows are {self.direction.shape[0]} wide, its "
+                f"hidden states {lm_info.embedding_length}"
             )
-            self._mtmd = MtmdContext(
-                files.mmproj,
-                self._model,
-                threads=threads,
-                use_gpu=s.vision_gpu,
-                min_tokens=-(-self.bounds.min_pixels // unit2),
-                max_tokens=self.bounds.max_pixels // unit2,
-            )
-        except BaseException:
-            self.close()
-            raise
+        # the conversation, the query and the largest page, in one sequence
+        n_ctx = s.max_text_tokens + self.bounds.max_pixels // self.profile.image_unit**2 + 256
+        self._session = Session(files, s, self.profile, bounds=self.bounds, n_ctx=n_ctx, kind="reranker")
+        #: the language model's attention settings in use: the settings', else the profile's defaults
+        self.flash_attention, self.kv_cache = self._session.flash_attention, self._session.kv_cache
         #: seconds spent by the last :meth:`score` call, by stage
         self.last_timing: RerankTiming | None = None
 
@@ -174,30 +146,26 @@ class Reranker(Closing):
             raise InputError("the query is empty")
         if instruction is not None and not instruction.strip():
             raise InputError("the instruction is empty")
-        prepared = []
-        for i, img in enumerate(_as_list(images, "images")):
-            try:
-                prepared.append(prepare_image(load_image(img, budget=self.decode_budget), self.bounds))
-            except InputError as e:
-                raise InputError(e.reason, index=i, item=e.item or _describe(img)) from None
+        prepared = prepare_images(images, self.bounds, budget=self.decode_budget)
         prefix = self.profile.prefix.format(
             instruction=instruction or self.profile.instruction, query="{text}"
         )
         out = np.empty(len(prepared), np.float64)
         t_prefix = t_vision = t_lm = 0.0
         tokens = 0
-        with self._native():
-            head, plain_pre, plain_post, _ = _split_template(prefix)
-            ids = self._query_tokens(head, plain_pre, query, plain_post)
+        session = self._session
+        ctx, vision = session.context, session.vision
+        with session.use():
+            ids = self._query_tokens(prefix, query)
             for i, rgb in enumerate(prepared):
                 t0 = time.perf_counter()
                 if i == 0 or not self.reuse_prefix:
-                    self._ctx.clear()
-                    self._ctx.decode_tokens(ids, 0, outputs="none")
+                    ctx.clear()
+                    ctx.decode_tokens(ids, 0, outputs="none")
                 else:
-                    self._ctx.keep(len(ids))
+                    ctx.keep(len(ids))
                 t1 = time.perf_counter()
-                chunks = self._mtmd.tokenize(self._mtmd.marker + self.profile.suffix, rgb, pos0=len(ids))
+                chunks = vision.tokenize(vision.marker + self.profile.suffix, rgb, pos0=len(ids))
                 t2 = time.perf_counter()
                 h = self._decode_last(chunks, len(ids))
                 t3 = time.perf_counter()
@@ -214,15 +182,9 @@ class Reranker(Closing):
     def close(self) -> None:
         """Free the native model, context and vision encoder once the call in progress (if any) ends; a
         later call raises :class:`~docvec.ModelError`."""
-        if getattr(self, "_view", False):
-            return
-        lock = getattr(self, "_lock", None)
-        with lock if lock is not None else contextlib.nullcontext():
-            self._closed = True
-            for name in ("_mtmd", "_ctx", "_model"):
-                obj = getattr(self, name, None)
-                if obj is not None:
-                    obj.close()
+        session = getattr(self, "_session", None)  # None: the open failed before loading
+        if session is not None:
+            session.close()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
@@ -230,21 +192,14 @@ class Reranker(Closing):
 
     # -- internals -------------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _native(self) -> Iterator[None]:
-        with self._lock:
-            if self._closed:
-                raise ModelError(f"the reranker {self.files.language_model.name} was closed")
-            with holding_interrupts():
-                yield
-
-    def _query_tokens(self, head: str, plain_pre: str, query: str, plain_post: str) -> npt.NDArray[np.int32]:
-        """The conversation's tokens up to the page: its control tokens read as such, the instruction and
-        the query as plain text, in one piece as the reference tokenizer reads it (markup in a query stays
-        text); a query over ``max_text_tokens`` is cut at its end, the conversation kept whole."""
-        start = self._model.tokenize(head, parse_special=True)
-        overhead = len(self._model.tokenize(plain_pre + plain_post, parse_special=False))
-        plain = self._model.tokenize(plain_pre + query + plain_post, parse_special=False)
+    def _query_tokens(self, prefix: str, query: str) -> npt.NDArray[np.int32]:
+        """The conversation's tokens up to the page (``prefix``, ``{text}`` where the query goes): its
+        control tokens read as such, the instruction and the query as plain text, in one piece as the
+        reference tokenizer reads it (markup in a query stays text); a query over ``max_text_tokens`` is cut
+        at its end, the conversation kept whole."""
+        session = self._session
+        start, plain, _ = session.prompt(prefix, query)
+        overhead = len(session.prompt(prefix, "")[1])
         room = self.settings.max_text_tokens
         if len(plain) - overhead > room:
             log.warning(
@@ -252,27 +207,15 @@ class Reranker(Closing):
             )
             while len(plain) - overhead > room:
                 query = query[: max(1, len(query) * room // (len(plain) - overhead) - 1)]
-                plain = self._model.tokenize(plain_pre + query + plain_post, parse_special=False)
+                plain = session.prompt(prefix, query)[1]
         return np.concatenate([start, plain]).astype(np.int32)
 
     def _decode_last(self, chunks: list[PromptChunk], pos0: int) -> npt.NDArray[np.float32]:
         """Decode the page's chunks after the prefix; the last token's hidden state."""
-        pos = pos0
-        last: npt.NDArray[np.float32] | None = None
-        for i, c in enumerate(chunks):
-            outputs: Outputs = "last" if i == len(chunks) - 1 else "none"
-            if c.tokens is not None:
-                states = self._ctx.decode_tokens(c.tokens, pos, outputs=outputs)
-            else:
-                assert c.image_embd is not None and c.image_pos is not None
-                with self._ctx.causal(c.causal):
-                    states = self._ctx.decode_embeddings(c.image_embd, c.image_pos, outputs=outputs)
-            if len(states):
-                last = states[-1]
-            pos += c.n_pos
-        if last is None:
+        last = self._session.decode(chunks, pos0, outputs="last")
+        if not len(last):
             raise ModelError("the reranker's prompt ended without a token to read")
-        return last
+        return np.asarray(last[-1], np.float32)
 
 
 def _sigmoid(x: float) -> float:
