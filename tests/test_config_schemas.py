@@ -13,8 +13,9 @@ import pytest
 
 import docvec
 import docvec.api
-from docvec import Settings
+from docvec import ConfigError, Settings
 from docvec._cli._schemas import render_schemas
+from docvec._config import settings_for
 from docvec._tools._toolchain import LLAMA_CPP_PYTHON_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +52,47 @@ def test_bad_settings_say_what_is_wrong(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("DOCVEC_EMBED__MAX_PIXELS", "4000")
     with pytest.raises(ValueError, match=r"min_pixels \(5000\) is larger than max_pixels \(4000\)"):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"store_reserve_mb": -1}, r"^store_reserve_mb: Input should be greater than or equal to 0$"),
+        (
+            {"collection": "my papers"},
+            r"^collection: 'my papers' is not a collection name: use 1-128 letters",
+        ),
+        (
+            {"collection": "papers.v2"},
+            r"^collection: 'papers.v2' is a version's name \(docvec names a collection's versions NAME.v1",
+        ),
+        ({"search_mode": "bogus"}, r"^search_mode: Input should be 'auto', 'dense'"),
+        ({"rerank": 5}, r"rerank is set but rerank_model is not"),
+    ],
+)
+def test_overrides_are_checked_as_settings_are(
+    override: dict[str, object], message: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`Index.open(settings, **overrides)` and `connect` take their settings from settings_for: an override
+    follows the setting's rules, whichever way the rest was given."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DOCVEC_COLLECTION", raising=False)
+    given = Settings(data_dir=tmp_path / "data", model="m")
+    for where in (given, tmp_path / "data", None):
+        with pytest.raises(ConfigError, match=message):
+            settings_for(where, **override)
+    with pytest.raises(ValueError, match=message.split(": ", 1)[-1].removesuffix("$")):
+        Settings(**override)  # type: ignore[arg-type]  # the rule an environment's value meets
+
+
+def test_overrides_keep_what_was_named_explicitly(tmp_path: Path) -> None:
+    given = Settings(data_dir=tmp_path / "data", model="m")
+    again = settings_for(given, collection="papers", store_reserve_mb="5")  # read as the environment is
+    assert (again.collection, again.store_reserve_mb) == ("papers", 5)
+    assert (again.model, again.data_dir) == ("m", tmp_path / "data")
+    # what a collection's record gives way to (docvec._pipeline._versions.fitting_settings)
+    assert again.model_fields_set == {"data_dir", "model", "collection", "store_reserve_mb"}
+    assert settings_for(given) is given and given.collection == "docvec"
 
 
 @pytest.mark.parametrize("name", sorted(render_schemas()))

@@ -11,16 +11,19 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ._errors import ConfigError
 from ._text._terms import check_stemmer
 
 __all__ = [
+    "COLLECTION_NAME_RE",
     "DECODE_BUDGET_MB",
     "MODEL_MAX_PIXELS",
     "RENDER_TIMEOUT_S",
     "TEXT_MAX_CHARS",
+    "VERSION_RE",
     "EmbedSettings",
     "RenderSettings",
     "Settings",
@@ -43,6 +46,12 @@ TEXT_MAX_CHARS = 20_000
 
 #: what an API key may hold: printable ASCII without white space (it is sent in an HTTP header)
 _KEY_CHARS = re.compile(r"[!-~]+")
+#: a collection's name, and its versions': letters, digits, ``_ . -``, starting with a letter or digit, up to
+#: 128 (stricter than Qdrant's own rule: names become folder names in the embedded store, and the server
+#: backend keeps the same rule so that a collection can move between the two)
+COLLECTION_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+#: a version of collection NAME is named NAME.vN (N from 1)
+VERSION_RE = re.compile(r"(?P<name>.+)\.v(?P<number>[1-9][0-9]*)")
 
 
 def _default_data_dir() -> Path:
@@ -176,7 +185,13 @@ class Settings(BaseSettings):
         "jina-v4",
         description="A model folder, a 'LM.gguf,MMPROJ.gguf' pair, or a registry name (see `docvec models`).",
     )
-    collection: str = Field("docvec", description="The Qdrant collection pages are indexed into.")
+    collection: str = Field(
+        "docvec",
+        description=(
+            "The Qdrant collection pages are indexed into: 1-128 letters, digits, '_', '.' or '-', starting "
+            "with a letter or digit, and not a version's name (NAME.v1, NAME.v2 ...: docvec names them)."
+        ),
+    )
     qdrant_url: str | None = Field(
         None,
         description=(
@@ -430,6 +445,22 @@ class Settings(BaseSettings):
         # checked when the settings are read, not when a collection is first made with them
         return check_stemmer(value)
 
+    @field_validator("collection")
+    @classmethod
+    def _collection_name(cls, value: str) -> str:
+        # checked when the settings are read, not by the store at the first write (or never, for a search)
+        if not COLLECTION_NAME_RE.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a collection name: use 1-128 letters, digits, '_', '.' or '-', starting "
+                "with a letter or digit"
+            )
+        if VERSION_RE.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is a version's name (docvec names a collection's versions NAME.v1, NAME.v2 ...): "
+                "choose another collection name"
+            )
+        return value
+
 
 def _listed(value: Any, separator: str) -> Any:
     """A list setting from an environment variable: a JSON list, or items separated by ``separator``."""
@@ -443,9 +474,36 @@ def _listed(value: Any, separator: str) -> Any:
 
 def settings_for(where: Settings | str | Path | None, **overrides: Any) -> Settings:
     """Settings from ``where``: a :class:`Settings`, a data folder (everything else from ``DOCVEC_*``
-    variables and ``.env``), or ``None`` (all of it from there); ``overrides`` replace single settings."""
-    if isinstance(where, Settings):
-        return where.model_copy(update=overrides) if overrides else where
-    if where is None:
-        return Settings(**overrides)
-    return Settings(data_dir=Path(where).expanduser(), **overrides)
+    variables and ``.env``), or ``None`` (all of it from there); ``overrides`` replace single settings.
+
+    Overrides are checked as the environment's values are.
+
+    Raises:
+        ConfigError: a value a setting refuses (or two that do not go together); the message names the
+            setting and its rule.
+    """
+    try:
+        if isinstance(where, Settings):
+            if not overrides:
+                return where
+            # checked with the rest of ``where``'s values (not the environment's again: they were read), so
+            # that the rules between settings hold too; the copy keeps which settings were named
+            # explicitly (they win over a collection's record), the overrides now among them
+            fields = type(where).model_fields
+            checked = type(where).model_validate({**{n: getattr(where, n) for n in fields}, **overrides})
+            return where.model_copy(update={n: getattr(checked, n) for n in overrides if n in fields})
+        if where is None:
+            return Settings(**overrides)
+        return Settings(data_dir=Path(where).expanduser(), **overrides)
+    except ValidationError as e:
+        raise ConfigError(_problems(e)) from None
+
+
+def _problems(error: ValidationError) -> str:
+    """Each refused setting of ``error`` and its rule, without pydantic's copy of the value (a refused
+    value may be a key)."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in problem['loc']) or 'settings'}: "
+        f"{problem['msg'].removeprefix('Value error, ')}"
+        for problem in error.errors()
+    )

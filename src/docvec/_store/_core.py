@@ -16,7 +16,6 @@ library's errors into docvec's; the way httpx keeps a transport to ``handle_requ
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, overload
@@ -25,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._closing import Closing
+from .._config import COLLECTION_NAME_RE, VERSION_RE
 from .._errors import CollectionNotFoundError, ConflictError, StoreError
 from .._text._terms import SparseVector
 from ._backend import Backend
@@ -36,12 +36,6 @@ __all__ = ["DELETE_BATCH", "VERSION_RE", "Store"]
 #: ids per delete request
 DELETE_BATCH = 1024
 
-# Names become folder names in the embedded store, so keep them to a portable, path-safe alphabet;
-# the server backend applies the same rule so that a collection can move between backends.
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-#: a version of collection NAME is named NAME.vN (N from 1)
-VERSION_RE = re.compile(r"(?P<name>.+)\.v(?P<number>[1-9][0-9]*)")
-
 
 def _check_positive(what: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -52,7 +46,7 @@ def _check_positive(what: str, value: object) -> int:
 def _check_collection_name(name: str) -> str:
     """Return ``name`` if it is a valid collection name (letters, digits, ``_ . -``; up to 128), else raise
     :class:`StoreError`."""
-    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+    if not isinstance(name, str) or not COLLECTION_NAME_RE.fullmatch(name):
         raise StoreError(
             f"invalid collection name {name!r}: use 1-128 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit"
