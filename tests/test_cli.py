@@ -155,15 +155,23 @@ def test_pulled_registry_model_is_used_by_name(tiny_files: ModelFiles, tmp_path:
     assert len(json.loads(out.stdout)[0]["vector"]) == 64
 
 
-def test_demo_indexes_the_samples_and_searches(tmp_path: Path, cache_dir: Path) -> None:
+def test_demo_indexes_the_samples_and_searches(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = {"DOCVEC_DATA_DIR": str(tmp_path / "data")}
     r = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")], env=env)
     assert r.exit_code == 0, r.output
     out = " ".join(r.stdout.split())
     assert "indexed 3 documents (4 pages)" in out and "total amount due on the invoice" in out
     assert "weights are random" in out and out.count(".pdf") + out.count(".png") >= 3
-    again = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")], env=env)
-    assert "skipped 3 unchanged" in " ".join(again.stdout.split())
+    assert "docvec models pull jina-v4" in out  # a real model to try: the default one
+    # the data folder named in .env, as any other setting there: the same index, not the cache's demo one
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"DOCVEC_DATA_DIR={tmp_path / 'data'}\n")
+    again = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")], env={"DOCVEC_DATA_DIR": None})
+    assert again.exit_code == 0, again.output
+    said = " ".join(again.stdout.split())
+    assert "skipped 3 unchanged" in said and f"unchanged,into{tmp_path / 'data'}" in "".join(said.split())
 
 
 def _command_paths() -> list[list[str]]:

@@ -533,7 +533,7 @@ def demo(
     from ._demo import NEXT_COMMANDS, run_demo, sample_documents
 
     s = settings()
-    if "DOCVEC_DATA_DIR" not in os.environ:
+    if "data_dir" not in s.model_fields_set:  # named by neither the environment nor .env
         s = s.model_copy(update={"data_dir": s.cache_dir / "demo-data"})
     with errors():
         run_demo(s, model_dir=model_dir or tiny_model_dir(s.cache_dir), console=out)
