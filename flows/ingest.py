@@ -88,7 +88,8 @@ def ingest_flow(
     logger = get_run_logger()
     files, total = find_documents(paths, recursive)
     # overlapping runs wait here for their turn (flows/_limits.py)
-    with hold_slots(Settings()), connect(Settings(), notify=logger.info) as index:
+    settings = Settings()
+    with hold_slots(settings), connect(settings, notify=logger.info) as index:
         for path in files:
             total += ingest_document(index, path, tags or [])
         if prune:

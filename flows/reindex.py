@@ -1,6 +1,7 @@
 """Prefect flow for batch reindexing: `docvec reindex` as a flow, a thin call of docvec's library.
 
-    python flows/reindex.py --dim 512 [--model M] [--max-pixels N] [--text] [--drop-old] [--allow-loss]
+    python flows/reindex.py --dim 512 [--model M] [--max-pixels N] [--multivector | --single-vector]
+                            [--token-pool N] [--text | --no-text] [--drop-old] [--allow-loss]
 
 or deploy it with prefect.yaml (`docvec-reindex/manual`) and run it on demand:
 
@@ -39,7 +40,8 @@ def reindex_flow(spec: ReindexSpec | None = None) -> State:
     version, lacking pages the live one has, was not switched to (``spec.allow_loss`` switches)."""
     logger = get_run_logger()
     # the writes of a reindex wait for the other runs that write (flows/_limits.py)
-    with hold_slots(Settings()), connect(Settings(), notify=logger.info) as index:
+    settings = Settings()
+    with hold_slots(settings), connect(settings, notify=logger.info) as index:
         report = index.reindex(spec or ReindexSpec())
     logger.info(report.summary())
     for source in report.vanished:
@@ -53,11 +55,28 @@ def reindex_flow(spec: ReindexSpec | None = None) -> State:
     return Completed(message=report.summary(), data=report)
 
 
-if __name__ == "__main__":
+def parser() -> argparse.ArgumentParser:
+    """The flow's command line: `docvec reindex`'s options, one for each field of :class:`ReindexSpec`."""
     ap = argparse.ArgumentParser(description="docvec reindex flow")
     ap.add_argument("--model", help="model of the new version (default: the collection's)")
     ap.add_argument("--dim", type=int, help="vector size of the new version")
     ap.add_argument("--max-pixels", type=int, help="page budget of the new version")
+    kind = ap.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--multivector",
+        action="store_const",
+        const=True,
+        help="keep token vectors for late interaction (default: the collection's kind)",
+    )
+    kind.add_argument(
+        "--single-vector", dest="multivector", action="store_const", const=False, help="keep no token vectors"
+    )
+    ap.add_argument(
+        "--token-pool",
+        type=int,
+        metavar="N",
+        help="multi-vector: average each run of N token vectors into one (default: the collection's)",
+    )
     ap.add_argument(
         "--text",
         action=argparse.BooleanOptionalAction,
@@ -70,15 +89,15 @@ if __name__ == "__main__":
         action="store_true",
         help="switch even when the new version lacks pages the live one has (they leave the collection)",
     )
-    args = ap.parse_args()
-    spec = ReindexSpec(
-        model=args.model,
-        dim=args.dim,
-        max_pixels=args.max_pixels,
-        text=args.text,
-        drop_old=args.drop_old,
-        allow_loss=args.allow_loss,
-    )
-    state = reindex_flow(spec, return_state=True)
+    return ap
+
+
+def spec_from_args(argv: list[str] | None = None) -> ReindexSpec:
+    """The spec the command line ``argv`` (default: this process's) asks for."""
+    return ReindexSpec(**vars(parser().parse_args(argv)))
+
+
+if __name__ == "__main__":
+    state = reindex_flow(spec_from_args(), return_state=True)
     print(report_of(state).model_dump_json(indent=2))
     raise SystemExit(0 if state.is_completed() else 1)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from docvec import Index, IngestReport, Settings
+from docvec import Index, IngestReport, ReindexSpec, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_flow_module() -> object:
-    spec = importlib.util.spec_from_file_location("docvec_flow_ingest", ROOT / "flows" / "ingest.py")
+def _load_flow_module(name: str = "ingest") -> object:
+    spec = importlib.util.spec_from_file_location(f"docvec_flow_{name}", ROOT / "flows" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -68,6 +68,18 @@ def test_ingest_flow_indexes_then_skips(
         live = [v.profile for v in index.versions() if v.live]
     assert len(payloads) == 2 and all(p["tags"] == ["again=yes", "via=prefect"] for p in payloads)
     assert live == [{"tiny_dir": "jina-embeddings-v4", "qwen3vl_dir": "qwen3-vl-embedding"}[model]]
+
+
+def test_the_reindex_flow_takes_every_option_of_docvec_reindex() -> None:
+    module = _load_flow_module("reindex")
+    options = {action.dest for action in module.parser()._actions}  # type: ignore[attr-defined]
+    assert set(ReindexSpec.model_fields) <= options
+    spec_from_args = module.spec_from_args  # type: ignore[attr-defined]
+    assert spec_from_args([]) == ReindexSpec()  # unset: the collection's own
+    assert spec_from_args(["--multivector", "--token-pool", "2", "--dim", "32", "--drop-old"]) == ReindexSpec(
+        multivector=True, token_pool=2, dim=32, drop_old=True
+    )
+    assert spec_from_args(["--single-vector", "--no-text"]) == ReindexSpec(multivector=False, text=False)
 
 
 def test_the_flows_turn_prefect_telemetry_off_before_prefect_loads() -> None:
