@@ -24,10 +24,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _offline  # noqa: F401  (before prefect: telemetry off)
 from _limits import hold_slots
+from _queries import read_queries, write_results
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from docvec import DocvecError, IndexLike, InputError, Settings, connect, read_queries, write_results
+from docvec import DocvecError, IndexLike, InputError, Settings, connect
 
 
 def check_rerank(items: list[tuple[str, int]], rerank: int) -> None:

@@ -8,6 +8,7 @@ import json
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -98,6 +99,14 @@ def docvec_env(data: Path, model: Path | str, *, max_pixels: int, threads: int =
         "DOCVEC_EMBED__MAX_PIXELS": str(max_pixels),
         "DOCVEC_EMBED__THREADS": str(threads),
     }
+
+
+def load_flow(name: str) -> ModuleType:
+    """``flows/<name>.py``, loaded as a Prefect deployment loads its entrypoint (Prefect puts the file's
+    folder on ``sys.path``, where the flows' own modules are)."""
+    from prefect.utilities.importtools import load_script_as_module
+
+    return load_script_as_module(str(ROOT / "flows" / f"{name}.py"))
 
 
 def copy_documents(documents: Path, folder: Path, names: Iterable[str]) -> Path:

@@ -21,7 +21,7 @@ LAYERS: dict[str, tuple[str, float]] = {
         f"docvec.{m}": ("base", 0)
         # _text: what a term is (keyword search, snippets), shared by the records, the renderer, the store
         # and the pipeline
-        for m in ("_errors", "_config", "_records", "_closing", "_fileio", "_decoding", "_queries", "_text")
+        for m in ("_errors", "_config", "_records", "_closing", "_fileio", "_decoding", "_text")
     },
     "docvec._model": ("model runtime", 1),
     "docvec._render": ("render", 1),

@@ -23,7 +23,7 @@ from docvec import (
 )
 from docvec._cli import app
 
-from .helpers import page_image
+from .helpers import load_flow, page_image
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = 28 * 28 * 64
@@ -189,7 +189,7 @@ def test_cli_search_before_anything_is_indexed(indexed: Settings, tmp_path: Path
 
 
 def test_query_file_lines_are_checked_first(tmp_path: Path) -> None:
-    from docvec import read_queries
+    read_queries = load_flow("_queries").read_queries
 
     good = tmp_path / "good.txt"
     good.write_text('  invoice total \n\n{"query": "signature page", "k": 2}\n')

@@ -54,7 +54,6 @@ from ._model._gguf import GGUFInfo
 from ._pipeline._ingest import IngestProgress
 from ._pipeline._queue import QueuedUpload
 from ._pipeline._sources import Discovered, SourceDocument, discover
-from ._queries import read_queries, write_results
 from ._records import (
     DocumentList,
     DocumentSummary,
@@ -70,6 +69,7 @@ from ._records import (
     SearchFilter,
     Upload,
     VersionInfo,
+    check_k,
 )
 from ._store import PageStore, StoredPage
 from ._text._snippet import Snippet
@@ -139,8 +139,7 @@ __all__ = [
     "Upload",
     "VersionInfo",
     "__version__",
+    "check_k",
     "connect",
     "discover",
-    "read_queries",
-    "write_results",
 ]
