@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from docvec import ConfigError, Embedder, EmbedSettings, ModelFiles, ModelMismatchError, ReindexSpec
 from docvec._config import MODEL_MAX_PIXELS
-from docvec._model._profiles import JINA_V4, PROFILES, QWEN3_VL_EMBEDDING, profile_for
+from docvec._model._profiles import JINA_V4, PROFILES, QWEN3_VL_EMBEDDING, RERANKER_PROFILES, profile_for
+from docvec._model._registry import REGISTRY
 from docvec._model._session import split_template
 
 from .helpers import ROOT, TEXTS
@@ -101,14 +102,20 @@ def test_attention_precision_settings_reach_the_context(tiny_files: ModelFiles) 
         exact.close()
 
 
-def test_the_runtime_names_no_second_family() -> None:
-    # a model is a profile and a registry entry: adding Qwen3-VL-Embedding touched no code path outside them
+def test_the_runtime_names_no_model() -> None:
+    # a model is a profile and a registry entry: the runtime's code, messages and docstrings take its names,
+    # prompts and sizes from them, so adding a model touches no code path outside them
+    profiles = [p.name.lower() for p in (*PROFILES, *RERANKER_PROFILES)]
+    # every registry name, every profile name, and each profile's family (its name's first word: qwen3)
+    names = {n.lower() for n in REGISTRY} | set(profiles) | {p.split("-")[0] for p in profiles}
     runtime = [ROOT / "src" / "docvec" / "_index.py", ROOT / "src" / "docvec" / "_live.py"]
     for folder in ("_model", "_pipeline", "_store", "_render"):
         runtime += sorted((ROOT / "src" / "docvec" / folder).glob("*.py"))
-    named = [
-        p.name
+    named = {
+        p.name: found
         for p in runtime
-        if p.name not in {"_profiles.py", "_registry.py"} and "qwen3" in p.read_text().lower()
-    ]
-    assert named == []
+        if p.name not in {"_profiles.py", "_registry.py"}
+        and (found := sorted(n for n in names if n in p.read_text().lower()))
+    }
+    assert named == {}
+    assert {"jina", "jina-embeddings-v4", "qwen3", "qwen3-vl-reranker", "qwen3-vl-embedding-8b"} <= names

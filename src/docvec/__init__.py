@@ -1,4 +1,4 @@
-"""docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp.
+"""docvec: visual document retrieval with vision-language embedding models through llama.cpp.
 
 >>> import docvec
 >>> with docvec.Index.open("~/docvec-data") as index:            # doctest: +SKIP

@@ -131,7 +131,7 @@ class Index(Closing):
 
         ``where`` is a :class:`Settings`, a data folder (everything else from ``DOCVEC_*`` variables and
         ``.env``), or ``None`` (all of it from there); ``overrides`` replace single settings, e.g.
-        ``collection="papers"`` or ``model="jina-v4"``. With ``create=False`` an embedded store that does
+        ``collection="papers"`` or ``text=False``. With ``create=False`` an embedded store that does
         not exist yet is created (and its folder locked) only by the first write, so that only looking
         leaves no trace.
         """

@@ -41,7 +41,7 @@ M = TypeVar("M", bound=BaseModel)
 
 _help.install()
 app = typer.Typer(
-    help="docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp.",
+    help="docvec: visual document retrieval with vision-language embedding models through llama.cpp.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -75,7 +75,7 @@ def _main(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """docvec: visual document retrieval with jina-embeddings-v4 through llama.cpp."""
+    """docvec: visual document retrieval with vision-language embedding models through llama.cpp."""
 
 
 @contextmanager

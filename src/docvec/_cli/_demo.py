@@ -57,9 +57,10 @@ def run_demo(settings: Settings, *, model_dir: Path, console: Console) -> tuple[
     for rank, h in enumerate(hits, start=1):
         if h.snippet is not None:  # the page's text around the query's words (docs/text.md)
             console.print(f"{rank}. ", marked(h.snippet), sep="", highlight=False)
+    default = Settings.model_fields["model"].default  # what docvec uses when DOCVEC_MODEL names no model
     console.print(
         f"[yellow]{files.language_model.name}: the test model's weights are random, so its part of this "
         "ranking (the pages' look) tests the machinery and means nothing; the words found in the pages' text "
-        "are real. Real models: `docvec models pull jina-v4`.[/]"
+        f"are real. Real models: `docvec models pull {default}`.[/]"
     )
     return report, hits

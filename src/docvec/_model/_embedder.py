@@ -3,19 +3,19 @@
 >>> with Embedder.open("path/to/model") as emb:           # doctest: +SKIP
 ...     q = emb.embed_queries(["invoice total"])          # (1, 2048) float32, unit norm
 ...     p = emb.embed_images(["page-1.png"], dim=512)     # Matryoshka-truncated, re-normalised
-...     p, tokens = emb.embed_images_multi(["page-1.png"])  # the same, and (n_tokens, 128) per page
+...     p, tokens = emb.embed_images_multi(["page-1.png"])  # the same, and (n_tokens, head_dim) per page
 
 Multi-vector output needs the model's head (``multivector-head.gguf`` beside its GGUFs, see
 :mod:`docvec._model._head`); the single vector and the token vectors come from one forward pass.
 
-Which tokens get a vector: all of them, as jina-embeddings-v4's own code returns them. Its forward pass
-applies the head to the last hidden state of every position, and its ``encode_text`` / ``encode_image``
-with ``return_multivector=True`` keep every position the attention mask covers, i.e. the whole input
-sequence: for a query the prompt ``Query: `` and the text; for a page the whole image prompt (the chat
-template's ``<|im_start|>user``, ``<|vision_start|>``, one token per image token, ``<|vision_end|>``,
-``Describe the image.<|im_end|>`` and the newline). So MaxSim scores come out as with the model's own
-vectors; dropping the template tokens would make another, unevaluated model. The single vector pools a
-subset of the same states (texts: all tokens; images: the vision span), so both come from one decode.
+Which tokens get a vector: all of them, as the reference code of a model with a head (a profile with
+``multivector``) returns them. Its forward pass applies the head to the last hidden state of every
+position, and its encoders, asked for token vectors, keep every position the attention mask covers, i.e.
+the whole input sequence: for a query the profile's query template with the text in it; for a page the
+whole image prompt (the image template's tokens, the vision markers and one token per image token). So
+MaxSim scores come out as with the model's own vectors; dropping the template tokens would make another,
+unevaluated model. The single vector pools a subset of the same states (the profile's pooling: texts all
+tokens, images the vision span), so both come from one decode.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from ._head import MultiVectorHead, read_head
 from ._images import ImageInput, load_image, prepare_image, prepare_images
 from ._native import PromptChunk
 from ._profiles import ImageBounds, ModelProfile, profile_for
+from ._registry import pull_with_head
 from ._resolve import resolve_model
 from ._session import Session
 
@@ -82,7 +83,7 @@ class ImageStates(TokenStates):
 
 class Embedder(Closing):
     """Embeds texts and images with one GGUF language model and its mmproj vision encoder, and, when the
-    model has a multi-vector head (``files.head``), into one 128-d vector per token as well.
+    model has a multi-vector head (``files.head``), into one vector per token as well (:attr:`head_dim`).
 
     One embedder serves one thread at a time (llama.cpp contexts are not thread-safe); calls from several
     threads are serialised. Close it (or use it as a context manager) to free the native memory.
@@ -179,16 +180,17 @@ class Embedder(Closing):
 
     @property
     def head_dim(self) -> int | None:
-        """Size of the token vectors of the multi-vector head (128 for jina-embeddings-v4); None without a
-        head."""
+        """Size of the token vectors of the multi-vector head; None without a head."""
         return self._head.dim if self._head is not None else None
 
     def embed_queries(self, texts: Sequence[str], *, dim: int | None = None) -> Vectors:
-        """Embed search queries (prompt ``Query: ``); returns (n, dim) float32 rows of unit norm."""
+        """Embed search queries (in the profile's ``query_template``); returns (n, dim) float32 rows of
+        unit norm."""
         return self._embed_texts(texts, self.profile.query_template, dim, None)[0]
 
     def embed_passages(self, texts: Sequence[str], *, dim: int | None = None) -> Vectors:
-        """Embed text passages (prompt ``Passage: ``); returns (n, dim) float32 rows of unit norm."""
+        """Embed text passages (in the profile's ``passage_template``); returns (n, dim) float32 rows of
+        unit norm."""
         return self._embed_texts(texts, self.profile.passage_template, dim, None)[0]
 
     def embed_images(self, images: Sequence[ImageInput], *, dim: int | None = None) -> Vectors:
@@ -204,9 +206,9 @@ class Embedder(Closing):
     def embed_queries_multi(
         self, texts: Sequence[str], *, dim: int | None = None
     ) -> tuple[Vectors, list[Vectors]]:
-        """Embed search queries (prompt ``Query: ``) as :meth:`embed_queries` does, and into one vector per
-        token: returns the (n, dim) single vectors and, per query, a (tokens, 128) float32 array of unit
-        rows (every token of the prompt and the text; ``dim`` applies to the single vectors only).
+        """Embed search queries as :meth:`embed_queries` does, and into one vector per token: returns the
+        (n, dim) single vectors and, per query, a (tokens, :attr:`head_dim`) float32 array of unit rows
+        (every token of the template and the text; ``dim`` applies to the single vectors only).
 
         Needs the model's multi-vector head (:attr:`has_multivector`), else raises :class:`ModelError`.
         """
@@ -215,8 +217,8 @@ class Embedder(Closing):
     def embed_passages_multi(
         self, texts: Sequence[str], *, dim: int | None = None
     ) -> tuple[Vectors, list[Vectors]]:
-        """Embed text passages (prompt ``Passage: ``) as :meth:`embed_passages` does, and into one vector
-        per token, as :meth:`embed_queries_multi` does."""
+        """Embed text passages as :meth:`embed_passages` does, and into one vector per token, as
+        :meth:`embed_queries_multi` does."""
         return self._embed_texts(texts, self.profile.passage_template, dim, self._require_head())
 
     def embed_images_multi(
@@ -224,8 +226,8 @@ class Embedder(Closing):
     ) -> tuple[Vectors, list[Vectors]]:
         """Embed page images as :meth:`embed_images` does, and into one vector per token: returns the
         (n, dim) single vectors (the same numbers :meth:`embed_images` returns) and, per image, a
-        (tokens, 128) float32 array of unit rows, one per token of the whole image prompt (template, vision
-        markers and image tokens; ``dim`` applies to the single vectors only).
+        (tokens, :attr:`head_dim`) float32 array of unit rows, one per token of the whole image prompt
+        (template, vision markers and image tokens; ``dim`` applies to the single vectors only).
 
         Needs the model's multi-vector head (:attr:`has_multivector`), else raises :class:`ModelError`.
         """
@@ -325,13 +327,13 @@ class Embedder(Closing):
         if not self.profile.multivector:
             raise ModelError(
                 f"{self.profile.name} has no multi-vector head: it gives single vectors only. Multi-vector "
-                "search needs a model with one (jina-embeddings-v4: `docvec models pull jina-v4`)"
+                f"search needs a model with one ({pull_with_head()})"
             )
         raise ModelError(
             f"the model in {self.files.language_model.parent} has no multi-vector head ({HEAD_FILE} "
             "beside its GGUFs), so it gives single vectors only. Make one with `docvec models convert "
-            "HF_DIR OUT_DIR` from a checkpoint that has a multi_vector_projector (jina-embeddings-v4's), "
-            "or get jina-embeddings-v4's with `docvec models pull jina-v4`"
+            "HF_DIR OUT_DIR` from a checkpoint that has a multi_vector_projector, or get a model with one "
+            f"({pull_with_head()})"
         )
 
     def _embed_texts(

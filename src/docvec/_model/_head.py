@@ -1,20 +1,21 @@
-"""jina-embeddings-v4's multi-vector head: the linear layer the published GGUFs leave out, in a file of
-its own.
+"""The multi-vector head of a model whose profile has one (``multivector``): the linear layer the published
+GGUFs leave out, in a file of its own.
 
-The head (``multi_vector_projector``: weight [128, hidden], bias [128]) maps every token's last hidden state
-to a 128-d vector, L2-normalised per token; queries and pages are then scored by late interaction (MaxSim).
+The head (``multi_vector_projector``: weight [dim, hidden], bias [dim]) maps every token's last hidden state
+to a dim-sized vector, L2-normalised per token; queries and pages are then scored by late interaction
+(MaxSim).
 docvec keeps it beside a model's two GGUFs as a small GGUF of its own::
 
     <model folder>/multivector-head.gguf
         general.architecture        "docvec.mvhead"
         docvec.mvhead.width         hidden size it takes (the language model's embedding_length)
-        docvec.mvhead.dim           vectors it gives (128)
+        docvec.mvhead.dim           size of the vectors it gives
         docvec.mvhead.source        where it came from (a checkpoint, an adapter merged in)
         multi_vector_projector.weight   float32 [dim, width]
         multi_vector_projector.bias     float32 [dim]
 
 written by ``docvec models convert`` (from a Hugging Face checkpoint), ``docvec models tiny`` and ``docvec
-models pull jina-v4``, and checked when it is loaded like the GGUFs are.
+models pull`` (of a registry model with a ``head_repo``), and checked when it is loaded like the GGUFs are.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ __all__ = ["ARCHITECTURE", "FILE_NAME", "KEYS", "MultiVectorHead", "pool_tokens"
 FILE_NAME = "multivector-head.gguf"
 #: its general.architecture, which tells it from a language model or an mmproj
 ARCHITECTURE = "docvec.mvhead"
-#: the tensor names, as in jina-embeddings-v4's checkpoint
+#: the tensor names, as in the checkpoint a registry model's head is read from (its ``head_repo``)
 KEYS = ("multi_vector_projector.weight", "multi_vector_projector.bias")
 
 Vectors = npt.NDArray[np.float32]

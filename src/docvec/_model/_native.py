@@ -130,7 +130,7 @@ class LlamaModel:
         return None if n < 0 else buf.value.decode("utf-8", "replace")
 
     def tokenize(self, text: str, *, parse_special: bool = False) -> npt.NDArray[np.int32]:
-        """Token ids of ``text``; no BOS/EOS is added (jina-v4's reference adds none)."""
+        """Token ids of ``text``; no BOS/EOS is added (the profiles' reference code adds none)."""
         data = text.encode("utf-8")
         cap = len(data) + 8
         for _ in range(2):

@@ -48,6 +48,7 @@ __all__ = [
     "licence_notice",
     "lm_file",
     "model_root",
+    "pull_with_head",
     "quant_key",
     "ref_file",
     "registry_names",
@@ -314,6 +315,16 @@ def registry_names() -> list[str]:
 def reranker_names() -> list[str]:
     """The registry's rerankers, smallest first (as sorted by name)."""
     return [n for n in registry_names() if REGISTRY[n].kind == "reranker"]
+
+
+def pull_with_head() -> str:
+    """How to get a model with a multi-vector head, for a message: each registry model that comes with one,
+    as its profile and the command that pulls it (``"<profile>: `docvec models pull <name>`"``)."""
+    return "; ".join(
+        f"{m.profile}: `docvec models pull {m.name}`"
+        for m in (REGISTRY[n] for n in registry_names())
+        if m.head_repo is not None
+    )
 
 
 def get_model(name: str) -> RegistryModel:

@@ -40,6 +40,7 @@ from .._errors import (
 )
 from .._model._embedder import Embedder
 from .._model._head import pool_tokens
+from .._model._registry import pull_with_head
 from .._records import IngestFailure, IngestReport, PagePayload, TextIndex
 from .._render._renderer import DocumentInfo, PageFailure, RenderedPage
 from .._store import VERSION_RE, Filter, Point, point_id
@@ -102,13 +103,13 @@ def require_head(embedder: Embedder, collection: str) -> None:
         raise ModelError(
             f"collection {collection!r} is multi-vector, and {embedder.profile.name} gives single vectors "
             "only (the model has no multi-vector head): use a single-vector collection with it, or a model "
-            "with a head for this one (jina-v4: `docvec models pull jina-v4`)"
+            f"with a head for this one ({pull_with_head()})"
         )
     folder = embedder.files.language_model.parent
     raise ModelError(
         f"collection {collection!r} is multi-vector, and the model {folder} has no multi-vector "
-        "head: `docvec models convert` one from a checkpoint that has it, or `docvec models pull "
-        "jina-v4`"
+        "head: `docvec models convert` one from a checkpoint that has it, or get a model with one "
+        f"({pull_with_head()})"
     )
 
 

@@ -7,7 +7,7 @@ than the copy it saves). Pages stream in order, a few ahead of the consumer, so 
 with whatever the consumer does (embedding) and a 1000-page PDF never sits in memory whole.
 
 A PDF page is rendered at ``sqrt(target_pixels / page area)`` pixels per point, never over
-``max_pixels``; the target is the embedder's page budget (A4 at jina-embeddings-v4's 602,112 pixels:
+``max_pixels``; the target is the embedder's page budget (an A4 page at a budget of 602,112 pixels:
 653 x 923 px). An image document is decoded upright (EXIF orientation), in RGB on white, downscaled to at
 most ``max_pixels``. Whole-document failures raise :class:`RenderError`; a single bad page is a
 :class:`PageFailure` and the other pages go on.
