@@ -16,12 +16,11 @@ prefect.yaml as `docvec-query/batch`, it runs on demand on a worker (docs/prefec
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-# the flows' own helper modules, however this file is loaded (a script, a worker, a test)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the flows' own modules: this file's folder is on sys.path when it runs as a script and when Prefect loads
+# it as a deployment's entrypoint
 import _offline  # noqa: F401  (before prefect: telemetry off)
 from _limits import hold_slots
 from _queries import read_queries, write_results

@@ -19,11 +19,9 @@ loss (``allow_loss``).
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-# the flows' own helper modules, however this file is loaded (a script, a worker, a test)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the flows' own modules: this file's folder is on sys.path when it runs as a script and when Prefect loads
+# it as a deployment's entrypoint
 import _offline  # noqa: F401  (before prefect: telemetry off)
 from _limits import hold_slots
 from _states import failed, report_of

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import shutil
@@ -12,15 +11,9 @@ import pytest
 
 from docvec import Index, IngestReport, ReindexSpec, Settings
 
+from .helpers import load_flow
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_flow_module(name: str = "ingest") -> object:
-    spec = importlib.util.spec_from_file_location(f"docvec_flow_{name}", ROOT / "flows" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("model", ["tiny_dir", "qwen3vl_dir"])
@@ -40,7 +33,7 @@ def test_ingest_flow_indexes_then_skips(
     monkeypatch.setenv("DOCVEC_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("DOCVEC_MODEL", str(request.getfixturevalue(model)))
     monkeypatch.setenv("DOCVEC_EMBED__MAX_PIXELS", str(28 * 28 * 64))
-    module = _load_flow_module()
+    module = load_flow("ingest")
     flow = module.ingest_flow  # type: ignore[attr-defined]
 
     # a failure makes the run Failed (visible in the Prefect UI), and its report is read all the same
@@ -71,7 +64,7 @@ def test_ingest_flow_indexes_then_skips(
 
 
 def test_the_reindex_flow_takes_every_option_of_docvec_reindex() -> None:
-    module = _load_flow_module("reindex")
+    module = load_flow("reindex")
     options = {action.dest for action in module.parser()._actions}  # type: ignore[attr-defined]
     assert set(ReindexSpec.model_fields) <= options
     spec_from_args = module.spec_from_args  # type: ignore[attr-defined]

@@ -3,7 +3,6 @@ laptop), and its script's check of ``--rerank`` before any flow runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,16 +14,10 @@ import pytest
 
 from docvec import Index, Settings
 
+from .helpers import load_flow
+
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = 28 * 28 * 64
-
-
-def _load_flow_module() -> object:
-    spec = importlib.util.spec_from_file_location("docvec_flow_query_rerank", ROOT / "flows" / "query.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_query_flow_reranks_each_query(
@@ -50,7 +43,7 @@ def test_query_flow_reranks_each_query(
     monkeypatch.setenv("DOCVEC_RERANK_MODEL", str(reranker_dir))
     with Index.open(Settings()) as index:
         assert index.add([docs]).ok and index.count() == 6
-    module = _load_flow_module()
+    module = load_flow("query")
     flow = module.query_flow  # type: ignore[attr-defined]
     queries, out = tmp_path / "queries.txt", tmp_path / "hits.jsonl"
     queries.write_text('total amount due\n{"query": "a smiling face", "k": 2}\n')

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from collections.abc import Iterator
@@ -156,10 +155,7 @@ def test_query_flow_writes_json_lines(
 ) -> None:
     for key, value in _env(indexed).items():
         monkeypatch.setenv(key, value)
-    spec = importlib.util.spec_from_file_location("docvec_flow_query", ROOT / "flows" / "query.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_flow("query")
     queries = tmp_path / "queries.txt"
     queries.write_text('invoice total\n\n{"query": "signature page", "k": 2}\nbalance sheet\n')
     out = tmp_path / "hits.jsonl"

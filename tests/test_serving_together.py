@@ -4,7 +4,6 @@ for their turn."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ import pytest
 
 from docvec import Index, IngestReport
 
-from .helpers import docvec_env
+from .helpers import docvec_env, load_flow
 from .processes import DOCVEC, docvec, served
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,12 +75,7 @@ def test_commands_and_a_flow_run_send_their_work_to_the_server(
             # a flow run through the Prefect engine, on the same data folder
             for key, value in env.items():
                 monkeypatch.setenv(key, value)
-            spec = importlib.util.spec_from_file_location(
-                "docvec_flow_ingest_served", ROOT / "flows/ingest.py"
-            )
-            assert spec and spec.loader
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            module = load_flow("ingest")
             state = module.ingest_flow([str(scheduled)], return_state=True)
             assert state.is_completed(), state.message
             flowed: IngestReport = state.result()

@@ -25,6 +25,7 @@ from docvec import (
 from docvec._store import Filter
 
 from .documents import make_pages_pdf
+from .helpers import load_flow
 
 SMALL = 28 * 28 * 64
 #: a word no other page has: a product code, as a user would search for one
@@ -303,7 +304,6 @@ def test_the_text_settings_are_checked_when_read() -> None:
 def test_the_batch_query_flow_hands_each_hit_its_page_text(
     prefect_harness: None, tmp_path: Path, small: Embedder, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib.util
     import json
 
     data = tmp_path / "data"
@@ -317,11 +317,7 @@ def test_the_batch_query_flow_hands_each_hit_its_page_text(
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("docvec_flow_query_text", root / "flows" / "query.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_flow("query")
     queries = tmp_path / "queries.txt"
     queries.write_text(f"{RARE}\nwarranty terms\n")
     out = tmp_path / "hits.jsonl"
