@@ -445,6 +445,11 @@ class _HubFile:
     as its HfFileSystem does for seek/read; the Hub redirects to its CDN or Xet bridge, both of which answer
     ranges with 206, and the client drops the token on a redirect off the Hub. Pinning the commit keeps
     every range of every file from one revision even if the branch moves meanwhile.
+
+    Not through HfFileSystem itself: its files ask the Hub's API for the repository, the revision and the
+    size before they read, and take a server's whole answer into memory when it ignores the Range header (a
+    shard of several GB); this reads exactly the bytes asked for, and only up to ``stop`` then
+    (:func:`_slice_of_whole`).
     """
 
     def __init__(self, repo_id: str, name: str, commit: str, token: str | None, advice: _Advice) -> None:

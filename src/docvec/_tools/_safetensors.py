@@ -19,6 +19,13 @@ that one checkpoint gives one head whichever way it is read:
 
 What is not as expected raises :class:`CheckpointError`, whose message names the file; the callers add what
 to do.
+
+The format is read here rather than by the libraries, which do not do this job: the safetensors package
+opens local files only, gives whole tensors (in numpy none of BF16; PyTorch would, but ``docvec models
+pull`` runs without it) and neither the tensors' places in the file nor a header from bytes, which a read
+by ranges and a copy tensor by tensor need; huggingface_hub's ``parse_safetensors_file_metadata`` reads a
+Hub file's first 100 kB whatever the header's size, does not say where the data starts, and takes a
+server's whole answer when it ignores the Range header (a shard of several GB).
 """
 
 from __future__ import annotations
