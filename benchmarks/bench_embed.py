@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# The PyTorch reference lives with the tests (it is not part of the installed package).
-sys.path.insert(0, str(ROOT))
 QUERIES = [
     "total amount due on the invoice",
     "quarterly revenue by region",
@@ -137,9 +135,8 @@ def _torch_reference(spec: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
     hf, threads = Path(spec["hf"]), spec["threads"]
     if spec["family"] == "qwen3-vl":
-        from tests.reference_qwen3vl import Qwen3VLReference
-
         from docvec._model._profiles import QWEN3_VL_EMBEDDING
+        from docvec_reference.qwen3vl import Qwen3VLReference
 
         # docvec's default page budget, so that both embed the same tokens
         q3 = Qwen3VLReference(hf, dtype=dtype, threads=threads, max_pixels=QWEN3_VL_EMBEDDING.page_pixels)
@@ -153,7 +150,7 @@ def _torch_reference(spec: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
             return states, states[-1]  # last-token pooling
 
         return q3, dtype, q3_pixels, q3_states
-    from tests.reference import ReferenceEmbedder
+    from docvec_reference.jina_v4 import ReferenceEmbedder
 
     ref = ReferenceEmbedder(hf, dtype=dtype, threads=threads)
 

@@ -54,8 +54,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# The PyTorch reference lives with the tests (it is not part of the installed package).
-sys.path.insert(0, str(ROOT))
 #: the cache folder (under <cache>/models) of each geometry's checkpoint and GGUFs
 MODELS = {False: "bench-qwen3vl-reranker-2b", True: "bench-qwen3vl-reranker-tiny"}
 QUERIES = ["table of PDF syntax features by version", "two-column article about page layout"]
@@ -236,13 +234,14 @@ class _DocvecEngine:
 
 
 class _TorchEngine:
-    """The PyTorch reference (tests/reference_qwen3vl.py) in one dtype, as the official code runs it: one
+    """The PyTorch reference (src/docvec_reference/qwen3vl.py) in one dtype, as the official code runs it: one
     forward per (query, page) pair."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         import torch
         from PIL import Image
-        from tests.reference_qwen3vl import Qwen3VLRerankerReference
+
+        from docvec_reference.qwen3vl import Qwen3VLRerankerReference
 
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
         self.ref = Qwen3VLRerankerReference(Path(spec["hf"]), dtype=dtype, threads=spec["threads"])

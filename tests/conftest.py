@@ -23,8 +23,8 @@ from .helpers import BOOK_PAGES, REPORTED, ROOT
 from .isolation import Isolation
 
 if TYPE_CHECKING:  # the reference needs PyTorch; tests that do not use it run without
-    from .reference import ReferenceEmbedder
-    from .reference_qwen3vl import Qwen3VLReference
+    from docvec_reference.jina_v4 import ReferenceEmbedder
+    from docvec_reference.qwen3vl import Qwen3VLReference
 
 # What other processes leave in this home folder (a Prefect profile, a Hugging Face token or cache) must not
 # change the suite's verdict: the libraries that keep state there keep this run's under a folder of its own,
@@ -142,7 +142,7 @@ def reference(tiny_hf: Path) -> ReferenceEmbedder:
     """The PyTorch reference (transformers, fp32) on the tiny checkpoint: the parity oracle."""
     import torch
 
-    from .reference import ReferenceEmbedder
+    from docvec_reference.jina_v4 import ReferenceEmbedder
 
     return ReferenceEmbedder(tiny_hf, dtype=torch.float32, threads=2)
 
@@ -178,7 +178,7 @@ def qwen3vl_reference(qwen3vl_dir: Path) -> Qwen3VLReference:
     """Qwen3-VL-Embedding's official embedding rules on transformers (fp32) on the tiny checkpoint."""
     import torch
 
-    from .reference_qwen3vl import Qwen3VLReference
+    from docvec_reference.qwen3vl import Qwen3VLReference
 
     return Qwen3VLReference(qwen3vl_dir / "hf", dtype=torch.float32, threads=2)
 

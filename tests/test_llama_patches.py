@@ -20,7 +20,7 @@ from docvec._tools._toolchain import LlamaCppSource
 from .helpers import page_image
 
 if TYPE_CHECKING:
-    from .reference import ReferenceEmbedder
+    from docvec_reference.jina_v4 import ReferenceEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -249,8 +249,7 @@ def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> N
 
     from docvec._tools._tiny_checkpoint import build_checkpoint
     from docvec._tools._tiny_qwen25vl import Qwen25VLGeometry
-
-    from .reference import ReferenceEmbedder
+    from docvec_reference.jina_v4 import ReferenceEmbedder
 
     src = LlamaCppSource.in_cache(cache_dir)
     geometry = dataclasses.replace(Qwen25VLGeometry.tiny(), vision_intermediate=100, text_intermediate=200)

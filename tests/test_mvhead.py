@@ -41,9 +41,9 @@ from docvec._model._head import KEYS, read_head, write_head
 from docvec._model._resolve import resolve_model
 from docvec._records import EmbeddingRecord
 from docvec._tools._convert import _converter_view, find_head
+from docvec_reference.jina_v4 import ReferenceEmbedder, maxsim_scores
 
 from .helpers import SHAPES, TEXTS, page_image, report, shape_image
-from .reference import ReferenceEmbedder, maxsim_scores
 
 MEDIAN_BAR = 0.99999
 MIN_BAR = 0.999

@@ -1,7 +1,7 @@
 """llama.cpp embeddings against the PyTorch reference on the same weights.
 
 The reference is transformers' Qwen2.5-VL with the PIL image processor and jina-v4's prompts and pooling
-(tests/reference.py), on the checkpoint the GGUFs were converted from. Bar: pooled cosine >= 0.99999.
+(docvec_reference.jina_v4), on the checkpoint the GGUFs were converted from. Bar: pooled cosine >= 0.99999.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from docvec import Embedder, EmbedSettings, ModelFiles
 from docvec._model._native import MtmdContext, PromptChunk
+from docvec_reference.jina_v4 import ReferenceEmbedder
 
 from .helpers import SHAPES, TEXTS, report, shape_image
-from .reference import ReferenceEmbedder
 
 BAR = 0.99999
 

@@ -1,6 +1,6 @@
 """Qwen3-VL-Embedding through llama.cpp against its official embedding rules on transformers.
 
-The reference (tests/reference_qwen3vl.py) transcribes the official code: chat prompts with an instruction,
+The reference (docvec_reference.qwen3vl) transcribes the official code: chat prompts with an instruction,
 qwen_vl_utils' resize, last-token pooling; it runs on the checkpoint the tiny GGUFs were converted from.
 Bar: pooled cosine >= 0.99999 for queries, passages and six page shapes, with the profile's defaults.
 """
@@ -13,9 +13,9 @@ import pytest
 from docvec import Embedder, EmbedSettings, ModelError, ModelFiles
 from docvec._model._native import MtmdContext, PromptChunk
 from docvec._model._profiles import QWEN3_VL_EMBEDDING
+from docvec_reference.qwen3vl import QUERY_INSTRUCTION, Qwen3VLReference
 
 from .helpers import SHAPES, TEXTS, report, shape_image
-from .reference_qwen3vl import QUERY_INSTRUCTION, Qwen3VLReference
 
 BAR = 0.99999
 IMAGE_PAD = 151655

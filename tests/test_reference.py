@@ -1,4 +1,4 @@
-"""tests/reference.py: the transformers oracle for jina-embeddings-v4 embeddings, on the tiny checkpoint."""
+"""docvec_reference.jina_v4: the transformers oracle for jina-embeddings-v4, on the tiny checkpoint."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from PIL import Image
 
 from docvec import ConfigError, InputError, ModelNotFoundError
-
-from .reference import IMAGE_PROMPT, ReferenceEmbedder
+from docvec_reference.jina_v4 import IMAGE_PROMPT, ReferenceEmbedder
 
 VISION_START, VISION_END, IMAGE_PAD = 151652, 151653, 151655
 

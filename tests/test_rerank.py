@@ -26,9 +26,9 @@ from docvec import (
 )
 from docvec._model._gguf import read_gguf_info
 from docvec._model._profiles import QWEN3_VL_RERANKER
+from docvec_reference.qwen3vl import Qwen3VLRerankerReference
 
 from .documents import make_pages_pdf
-from .reference_qwen3vl import Qwen3VLRerankerReference
 
 pytestmark = pytest.mark.slow
 
