@@ -90,7 +90,7 @@ def test_overrides_keep_what_was_named_explicitly(tmp_path: Path) -> None:
     again = settings_for(given, collection="papers", store_reserve_mb="5")  # read as the environment is
     assert (again.collection, again.store_reserve_mb) == ("papers", 5)
     assert (again.model, again.data_dir) == ("m", tmp_path / "data")
-    # what a collection's record gives way to (docvec._pipeline._versions.fitting_settings)
+    # what a collection's record gives way to (docvec._pipeline._fit.fitting_settings)
     assert again.model_fields_set == {"data_dir", "model", "collection", "store_reserve_mb"}
     assert settings_for(given) is given and given.collection == "docvec"
 

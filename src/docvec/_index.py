@@ -34,16 +34,13 @@ from ._errors import (
     TooLargeError,
 )
 from ._fileio import MB
-from ._live import RESOLVE_EVERY, LiveVersion, new_renderer, target_text
+from ._live import LiveVersion
 from ._model import Embedder, Reranker
-from ._model._registry import reranker_names
 from ._pipeline import _documents, _gc, _rerank, _search
 from ._pipeline._ingest import Interrupted, PageFn, ProgressFn
-from ._pipeline._parts import Parts
 from ._pipeline._queue import QueuedUpload, UploadQueue
-from ._pipeline._reindex import Reindexer
 from ._pipeline._sources import SourceDocument
-from ._pipeline._versions import Fit, fitting_settings, list_versions, version_record
+from ._pipeline._versions import list_versions
 from ._records import (
     DocumentList,
     GcReport,
@@ -113,8 +110,6 @@ class Index(Closing):
             create=create,
         )
         self._live = LiveVersion(settings, self._store, self.pages, embedder=embedder)
-        self._reranker: Reranker | None = None  # loaded on the first search that reranks
-        self._reranker_lock = threading.Lock()
         self._write_lock = threading.RLock()  # writers take turns; a reindex holds it for its last pass
         self._reindex_lock = threading.Lock()
 
@@ -140,7 +135,7 @@ class Index(Closing):
     @property
     def embedder(self) -> Embedder:
         """The model, loaded on first use with the settings that fit the collection (see
-        :func:`docvec._pipeline._versions.fitting_settings`); after the collection is switched to a version
+        :func:`docvec._pipeline._fit.fitting_settings`); after the collection is switched to a version
         another model (or size) made, the one that fits it."""
         return self._live.embedder()
 
@@ -163,24 +158,7 @@ class Index(Closing):
     def reranker(self) -> Reranker:
         """The reranker (``settings.rerank_model``), loaded once, on first use, with the embedder's threads
         and GPU settings; :class:`~docvec.ConflictError` when the settings name none."""
-        with self._reranker_lock:
-            if self._reranker is None:
-                model = self.settings.rerank_model
-                if not model:
-                    name = reranker_names()[0]
-                    raise ConflictError(
-                        f"this index has no reranker: set DOCVEC_RERANK_MODEL (e.g. {name}, after `docvec "
-                        f"models pull {name}`) to rerank searches"
-                    )
-                log.info("loading the reranker %s", model)
-                self._reranker = Reranker.open(
-                    model,
-                    self.settings.embed,
-                    max_pixels=self.settings.rerank_max_pixels,
-                    cache_dir=self.settings.cache_dir,
-                    decode_budget=self.settings.render.max_memory_mb * MB,
-                )
-            return self._reranker
+        return self._live.reranker()
 
     # -- verbs ---------------------------------------------------------------------------------------
 
@@ -574,53 +552,7 @@ class Index(Closing):
         """
         spec = spec or ReindexSpec()
         with self._reindex_lock:
-            version = self._live.version(refresh=True)
-            if version is None:
-                raise CollectionNotFoundError(
-                    f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
-                    "nothing to reindex"
-                )
-            base = fitting_settings(self.settings, version_record(self._store, version), follow=False)
-            changes = _embed_changes(spec)
-            target_model = spec.model or base.model
-            multi = base.multivector if spec.multivector is None else spec.multivector
-            pool = base.token_pool if spec.token_pool is None else spec.token_pool
-            text = target_text(self.settings, self._live.text(version), spec.text)
-            try:
-                target = self._live.load(target_model, base.embed.model_copy(update=changes))
-            except ConfigError as e:
-                if not changes:
-                    raise
-                # the model checks the spec's size and budget against its own as it opens: a value it
-                # does not offer is the caller's to change, not a fault of the server's settings
-                raise _refused(changes, e) from None
-            renderer = new_renderer(self.settings, target, text)
-            if settle is None:
-                settle = 2 * RESOLVE_EVERY if self._store.backend.resolves_aliases else 0.0
-            try:
-                report = Reindexer(
-                    Parts(self._store, self.pages, renderer, target),
-                    collection=self.collection,
-                    model=target_model,
-                    multivector=multi,
-                    token_pool=pool,
-                    text=text,
-                    progress=progress,
-                ).run(
-                    write_lock=self._write_lock,
-                    settle=settle,
-                    drop_old=spec.drop_old,
-                    allow_loss=spec.allow_loss,
-                )
-            except BaseException:
-                self._live.discard(target)
-                raise
-            finally:
-                renderer.close()
-            if report.switched:
-                self._live.adopt(target, Fit(target_model, target.settings, multi, pool))
-            else:
-                self._live.discard(target)
+            report = self._live.reindex(spec, write_lock=self._write_lock, settle=settle, progress=progress)
             if report.dropped_old:
                 self.gc()
             return report
@@ -630,14 +562,7 @@ class Index(Closing):
         asks for a vector size or page budget it does not offer (:class:`~docvec.InputError` naming them),
         without loading another model: a server checks a reindex so before it answers. A spec naming
         another model is checked as that model opens, by :meth:`reindex`."""
-        changes = _embed_changes(spec)
-        if not changes or (spec.model is not None and spec.model != self.model):
-            return
-        embedder = self.embedder
-        try:
-            embedder.profile.resolve(embedder.settings.model_copy(update=changes), embedder.hidden_size)
-        except ConfigError as e:
-            raise _refused(changes, e) from None
+        self._live.check_reindex(spec)
 
     def versions(self) -> list[VersionInfo]:
         """The collection's versions, oldest first: model, size, pages, and which one is live."""
@@ -689,8 +614,6 @@ class Index(Closing):
         store."""
         try:
             self._live.close()
-            if self._reranker is not None:
-                self._reranker.close()
             if self._inspector is not None:
                 self._inspector.close()
         finally:
@@ -698,14 +621,3 @@ class Index(Closing):
 
     def __repr__(self) -> str:
         return f"Index({self.collection!r} at {self._store.where})"
-
-
-def _embed_changes(spec: ReindexSpec) -> dict[str, int]:
-    """The embedder settings a reindex spec changes: its vector size and page budget, where it sets them."""
-    return {key: value for key in ("dim", "max_pixels") if (value := getattr(spec, key)) is not None}
-
-
-def _refused(changes: dict[str, int], error: ConfigError) -> InputError:
-    """A model's refusal of a reindex's size or budget, as the caller's error naming what it asked."""
-    asked = ", ".join(f"{key}={value}" for key, value in changes.items())
-    return InputError(f"reindex with {asked}: {error}")

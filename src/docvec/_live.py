@@ -1,34 +1,51 @@
-"""The live version of a collection, and the model and renderer that fit it: what :class:`docvec.Index`'s
+"""The live version of a collection, and the models and renderer that fit it: what :class:`docvec.Index`'s
 verbs read and write, kept apart from the verbs themselves.
 
 A collection's name points at one live version (see :mod:`docvec._store`); a reindex, here or in another
 process, may switch it. :class:`LiveVersion` looks the live version up (every call on the embedded store,
 every :data:`RESOLVE_EVERY` seconds on a server), loads the model on first use with the settings that fit
-that version (:func:`docvec._pipeline._versions.fitting_settings`), follows a switch to a version another
-model or size made, and keeps the ingest stage for the version writes go to. A model it replaces is closed
-once its call in progress ends; a search that still holds it gets a :class:`~docvec.ModelError` and asks
-again for the one that is live now.
+that version (:mod:`docvec._pipeline._fit`), follows a switch to a version another model or size made,
+keeps the ingest stage for the version writes go to, and builds the next version with a reindex, switching
+to its model with it. A model it replaces is closed once its call in progress ends; a search that still
+holds it gets a :class:`~docvec.ModelError` and asks again for the one that is live now. It owns the
+reranker too, loaded on first use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from typing import Any
 
 from ._config import TEXT_MAX_CHARS, EmbedSettings, Settings
+from ._errors import CollectionNotFoundError, ConflictError
 from ._fileio import MB
-from ._model import Embedder, resolve_model
-from ._pipeline._ingest import Ingestor
+from ._model import Embedder, Reranker, resolve_model
+from ._model._registry import reranker_names
+from ._pipeline._fit import (
+    Fit,
+    check_offered,
+    embed_changes,
+    fitting_settings,
+    new_text,
+    pages_info,
+    refusing,
+    reindex_fit,
+    serves,
+    target_text,
+)
+from ._pipeline._ingest import Ingestor, ProgressFn
 from ._pipeline._parts import Parts
-from ._pipeline._provenance import check_same_vectors, embedding_info, fits, recorded_info
-from ._pipeline._versions import Fit, fitting_settings, new_record, text_index, version_record
-from ._records import EmbeddingInfo, TextIndex
+from ._pipeline._provenance import check_same_vectors, embedding_info, recorded_info
+from ._pipeline._reindex import Reindexer
+from ._pipeline._versions import new_record, text_index, version_record
+from ._records import ReindexReport, ReindexSpec, TextIndex
 from ._render import Renderer
 from ._store import PageStore, Store
-from ._text._terms import Analyzer
 
-__all__ = ["RESOLVE_EVERY", "LiveVersion", "new_renderer", "new_text", "target_text"]
+__all__ = ["RESOLVE_EVERY", "LiveVersion"]
 
 log = logging.getLogger("docvec")
 
@@ -38,11 +55,11 @@ RESOLVE_EVERY = 2.0
 
 
 class LiveVersion:
-    """The live version of ``settings.collection`` in ``store``, and the model and renderer that fit it.
+    """The live version of ``settings.collection`` in ``store``, and the models and renderer that fit it.
 
     ``embedder``, when given, is used for every version (the caller's model: the checks say when it does
     not fit) and left open for its owner; otherwise models are loaded as versions need them and closed by
-    :meth:`close`. Thread-safe.
+    :meth:`close`, as the reranker is. Thread-safe.
     """
 
     def __init__(
@@ -63,8 +80,10 @@ class LiveVersion:
         self._live: str | None = None
         self._live_at = 0.0
         self._texts: dict[str, TextIndex | None] = {}  # each version's text index, read once
+        self._reranker: Reranker | None = None  # loaded on the first search that reranks
         self._model_lock = threading.Lock()
         self._version_lock = threading.Lock()
+        self._reranker_lock = threading.Lock()  # a reranker loading holds up no search without one
 
     # -- the version -------------------------------------------------------------------------------
 
@@ -108,7 +127,7 @@ class LiveVersion:
             if current is not None and not self._owns_model:
                 self._embedder_version = version
                 return current
-            if current is not None and (record is None or fits(record.embedding, self._info(current))):
+            if current is not None and serves(current, fit, record):
                 self._embedder_version = version
                 return current
             self._use(self._load(fit.model, fit.embed), version)
@@ -137,33 +156,31 @@ class LiveVersion:
             self._searched = version
         return embedder
 
-    def _info(self, embedder: Embedder) -> EmbeddingInfo:
-        """What identifies the pages ``embedder`` makes for the live version (its kind of pages included)."""
-        fit = self._fit
-        if fit is None or not fit.multivector:
-            return embedding_info(embedder)
-        return embedding_info(embedder, multivector=True, token_pool=fit.token_pool)
-
-    def load(self, model: str, embed: EmbedSettings) -> Embedder:
-        """The embedder for ``model`` with ``embed``: a view of the loaded model when only the vector size
-        differs, else the model loaded anew (the caller hands it to :meth:`adopt` or :meth:`discard`)."""
-        with self._model_lock:
-            return self._load(model, embed)
-
-    def adopt(self, embedder: Embedder, fit: Fit) -> None:
-        """Make ``embedder`` (from :meth:`load`) the model, for the live version as it is now (a reindex
-        switched to a version it made)."""
-        version = self.version(refresh=True)
-        with self._model_lock:
-            self._fit = fit
-            self._use(embedder, version)
-
-    def discard(self, embedder: Embedder) -> None:
-        """Close ``embedder`` (from :meth:`load`) unless it is, or is a view of, the model in use."""
-        if not embedder.is_view and embedder is not self._model:
-            embedder.close()
+    def reranker(self) -> Reranker:
+        """The reranker (``settings.rerank_model``), loaded once, on first use, with the embedder's threads
+        and GPU settings; :class:`~docvec.ConflictError` when the settings name none."""
+        with self._reranker_lock:
+            if self._reranker is None:
+                model = self.settings.rerank_model
+                if not model:
+                    name = reranker_names()[0]
+                    raise ConflictError(
+                        f"this index has no reranker: set DOCVEC_RERANK_MODEL (e.g. {name}, after `docvec "
+                        f"models pull {name}`) to rerank searches"
+                    )
+                log.info("loading the reranker %s", model)
+                self._reranker = Reranker.open(
+                    model,
+                    self.settings.embed,
+                    max_pixels=self.settings.rerank_max_pixels,
+                    cache_dir=self.settings.cache_dir,
+                    decode_budget=self.settings.render.max_memory_mb * MB,
+                )
+            return self._reranker
 
     def _load(self, model: str, embed: EmbedSettings) -> Embedder:
+        """The embedder for ``model`` with ``embed``: a view of the loaded model when only the vector size
+        differs, else the model loaded anew. The caller holds the model lock."""
         cache = self.settings.cache_dir
         current = self._model
         if current is not None and self._owns_model:
@@ -194,7 +211,7 @@ class LiveVersion:
         embedder = self.embedder()
         with self._model_lock:
             version = self.version()
-            info = self._info(embedder)
+            info = pages_info(embedder, self._fit)
             if version is None:
                 record = new_record(info, self.settings.model, building=False, text=new_text(self.settings))
                 self.store.ensure_collection(
@@ -233,22 +250,93 @@ class LiveVersion:
         if current is None or not fits:
             if current is not None:
                 current.close()
-            current = self._renderer = new_renderer(self.settings, embedder, text)
+            current = self._renderer = _new_renderer(self.settings, embedder, text)
         return current
+
+    # -- the next version --------------------------------------------------------------------------
+
+    def reindex(
+        self,
+        spec: ReindexSpec,
+        *,
+        write_lock: contextlib.AbstractContextManager[Any],
+        settle: float | None = None,
+        progress: ProgressFn | None = None,
+    ) -> ReindexReport:
+        """Build the next version as ``spec`` asks (:func:`~docvec._pipeline._fit.reindex_fit`) from the
+        live one with the :class:`~docvec._pipeline._reindex.Reindexer`, and serve it with its model once it
+        is switched to (see :meth:`docvec.Index.reindex`). ``write_lock`` is the index's writers' lock, held
+        for the last pass; ``settle`` (default: twice the time other processes take to see a switch on a
+        Qdrant server) how long to wait for them after it."""
+        version = self.version(refresh=True)
+        if version is None:
+            raise CollectionNotFoundError(
+                f"nothing is indexed in collection {self.collection!r} at {self.store.where}: "
+                "nothing to reindex"
+            )
+        fit = reindex_fit(self.settings, version_record(self.store, version), spec)
+        text = target_text(self.settings, self.text(version), spec.text)
+        with refusing(spec), self._model_lock:
+            target = self._load(fit.model, fit.embed)
+        renderer = _new_renderer(self.settings, target, text)
+        if settle is None:
+            settle = 2 * RESOLVE_EVERY if self.store.backend.resolves_aliases else 0.0
+        try:
+            report = Reindexer(
+                Parts(self.store, self.pages, renderer, target),
+                collection=self.collection,
+                model=fit.model,
+                multivector=fit.multivector,
+                token_pool=fit.token_pool,
+                text=text,
+                progress=progress,
+            ).run(write_lock=write_lock, settle=settle, drop_old=spec.drop_old, allow_loss=spec.allow_loss)
+        except BaseException:
+            self._discard(target)
+            raise
+        finally:
+            renderer.close()
+        if report.switched:
+            self._adopt(target, fit)
+        else:
+            self._discard(target)
+        return report
+
+    def check_reindex(self, spec: ReindexSpec) -> None:
+        """Refuse at once, as :meth:`reindex` would before any work, a ``spec`` that keeps the model and asks
+        for a vector size or page budget it does not offer (:func:`~docvec._pipeline._fit.check_offered`),
+        without loading another model."""
+        if embed_changes(spec) and (spec.model is None or spec.model == self.model()):
+            check_offered(self.embedder(), spec)
+
+    def _adopt(self, embedder: Embedder, fit: Fit) -> None:
+        """Make ``embedder`` (from :meth:`_load`) the model, for the live version as it is now (a reindex
+        switched to a version it made)."""
+        version = self.version(refresh=True)
+        with self._model_lock:
+            self._fit = fit
+            self._use(embedder, version)
+
+    def _discard(self, embedder: Embedder) -> None:
+        """Close ``embedder`` (from :meth:`_load`) unless it is, or is a view of, the model in use."""
+        if not embedder.is_view and embedder is not self._model:
+            embedder.close()
 
     # -- lifetime ----------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the render workers and free the model (unless it was passed in)."""
+        """Stop the render workers, free the model (unless it was passed in) and the reranker."""
         try:
             if self._renderer is not None:
                 self._renderer.close()
         finally:
             if self._owns_model and self._model is not None:
                 self._model.close()
+            if self._reranker is not None:
+                self._reranker.close()
 
 
-def new_renderer(settings: Settings, embedder: Embedder, text: TextIndex | None = None) -> Renderer:
+def _new_renderer(settings: Settings, embedder: Embedder, text: TextIndex | None = None) -> Renderer:
     """Render workers for ``embedder``'s page budget, with the render settings; reading each page's text
     (and OCR as ``settings.ocr`` says) for a version with ``text``."""
     render = settings.render
@@ -260,33 +348,4 @@ def new_renderer(settings: Settings, embedder: Embedder, text: TextIndex | None 
         text=text is not None,
         ocr=settings.ocr,
         text_limit=text.max_chars if text is not None else TEXT_MAX_CHARS,
-    )
-
-
-def new_text(settings: Settings) -> TextIndex | None:
-    """How a new collection (or version) keeps its pages' text, as the settings ask; ``None`` for none."""
-    return _settings_text(settings) if settings.text else None
-
-
-def _settings_text(settings: Settings) -> TextIndex:
-    """The settings' way of keeping text (whether or not they ask new collections to keep it)."""
-    return TextIndex(analyzer=Analyzer(stemmer=settings.text_stemmer), max_chars=settings.text_max_chars)
-
-
-def target_text(settings: Settings, live: TextIndex | None, wanted: bool | None) -> TextIndex | None:
-    """How a reindexed version keeps its pages' text: none when ``wanted`` is False (or ``None`` and the
-    live version keeps none); else the live version's way, except what the settings name explicitly
-    (``DOCVEC_TEXT_STEMMER``, ``DOCVEC_TEXT_MAX_CHARS``), as for the model (see ``fitting_settings``); the
-    settings' way for a version that gets text anew."""
-    if wanted is False or (wanted is None and live is None):
-        return None
-    fresh = _settings_text(settings)
-    if live is None:
-        return fresh
-    explicit = settings.model_fields_set
-    return live.model_copy(
-        update={
-            "analyzer": fresh.analyzer if "text_stemmer" in explicit else live.analyzer,
-            "max_chars": fresh.max_chars if "text_max_chars" in explicit else live.max_chars,
-        }
     )

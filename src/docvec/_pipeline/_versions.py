@@ -1,5 +1,6 @@
-"""Versions of a collection as docvec sees them: each version's record (what made its vectors), the model
-settings that fit a version, and the list `docvec collections list` shows.
+"""Versions of a collection as docvec sees them: each version's record (what made its vectors) and the list
+`docvec collections list` shows. What fits a version (the model and settings it is served with) is
+:mod:`._fit`'s.
 
 The store keeps the versions and the pointer (see :mod:`docvec._store`); this module keeps what docvec
 writes beside them.
@@ -8,19 +9,15 @@ writes beside them.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from .._config import EmbedSettings, Settings
 from .._records import EmbeddingInfo, TextIndex, VersionInfo, VersionRecord
 from .._store import LAYOUT, Filter, Store
 
 __all__ = [
-    "Fit",
-    "fitting_settings",
     "list_versions",
     "model_ref",
     "new_record",
@@ -95,41 +92,6 @@ def store_format(record: VersionRecord | None) -> int:
     """The storage format of a version with ``record`` (see :class:`docvec._store._layout.Layout`): the
     recorded one, else 2 (versions were recorded without it before format 3)."""
     return record.store_format if record is not None and record.store_format is not None else 2
-
-
-@dataclass(frozen=True)
-class Fit:
-    """What to open a collection with: the model, the embedder settings, and the kind of pages."""
-
-    model: str
-    embed: EmbedSettings
-    multivector: bool
-    token_pool: int
-
-
-def fitting_settings(settings: Settings, record: VersionRecord | None, *, follow: bool) -> Fit:
-    """The model, embedder settings and kind of pages to use for a collection whose live version has
-    ``record``.
-
-    What the settings name explicitly (``DOCVEC_MODEL``, ``DOCVEC_EMBED__DIM``, ``DOCVEC_MULTIVECTOR`` ...)
-    wins, and the record fills in the rest: after ``docvec reindex --dim 512`` a plain ``docvec search``
-    uses 512-d queries. With ``follow`` (the collection was switched to a new version while this process
-    ran) the record wins outright: a server follows its collection to the new model.
-    """
-    if record is None:
-        return Fit(settings.model, settings.embed, settings.multivector, settings.token_pool)
-    explicit = set() if follow else settings.model_fields_set
-    explicit_embed = set() if follow else settings.embed.model_fields_set
-    model = settings.model if "model" in explicit else record.model
-    info = record.embedding
-    update = {
-        field: getattr(info, field)
-        for field in ("dim", "min_pixels", "max_pixels")
-        if field not in explicit_embed
-    }
-    multivector = settings.multivector if "multivector" in explicit else info.multivector
-    pool = settings.token_pool if "token_pool" in explicit else info.token_pool
-    return Fit(model, settings.embed.model_copy(update=update), multivector, pool)
 
 
 def list_versions(store: Store, collection: str) -> list[VersionInfo]:
