@@ -18,7 +18,6 @@ from .._config import Settings
 from .._contract import IndexLike
 from .._errors import ConfigError, DocvecError, InputError, NotFoundError
 from .._text._snippet import Snippet
-from . import _help
 
 __all__ = [
     "CollectionOption",
@@ -39,7 +38,6 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
-_help.install()
 app = typer.Typer(
     help="docvec: visual document retrieval with vision-language embedding models through llama.cpp.",
     no_args_is_help=True,
