@@ -141,12 +141,12 @@ def exact_top(data: npt.NDArray[np.float32], q: npt.NDArray[np.float32], k: int)
 def recall(store: Any, data: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]) -> float:
     """Mean recall@K of the store's collection "bench" (point i holds ``data[i]``) against the exact
     float32 top K of each query."""
-    from docvec._store import point_id
+    from docvec._store import Dense, point_id
 
     ids = {point_id("bench", x): x for x in range(len(data))}
     found = []
     for q in queries:
-        got = {ids[h.id] for h in store.search("bench", q, K)}
+        got = {ids[h.id] for h in store.search("bench", Dense(q), K)}
         found.append(len(got & set(exact_top(data, q, K).tolist())) / K)
     return float(np.mean(found))
 
@@ -283,7 +283,7 @@ def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
     import psutil
 
     from docvec._model._head import pool_tokens
-    from docvec._store import Point, open_store, point_id
+    from docvec._store import Dense, Hybrid, MaxSim, Point, open_store, point_id
 
     rng = np.random.default_rng(1)
     basis = rng.standard_normal((32, TOKEN_DIM)).astype(np.float32) / np.sqrt(32)
@@ -326,23 +326,23 @@ def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
                     store.flush()
                     ids = {point_id("bench", x): x for x in range(n)}
                     args = list(range(n_queries))
-                    td = time_each(lambda q: store.search("bench", qdense[q], K), args)
+                    td = time_each(lambda q: store.search("bench", Dense(qdense[q]), K), args)
                     tm, tn = time_pair(
-                        lambda q: store.search("bench", None, K, tokens=queries[q]),
+                        lambda q: store.search("bench", MaxSim(queries[q]), K),
                         partial(_maxsim_at, stored, queries),
                         args,
                     )
                     th, tnh = time_pair(
-                        lambda q: store.search("bench", qdense[q], K, tokens=queries[q], prefetch=prefetch),
+                        lambda q: store.search("bench", Hybrid(qdense[q], queries[q], prefetch), K),
                         partial(_numpy_hybrid, stored, pdense, queries, qdense, prefetch),
                         args,
                     )
                     found, found_multi = [], []
                     for q in args:
                         exact = set(_maxsim_top(stored, queries[q], K).tolist())
-                        hits = store.search("bench", qdense[q], K, tokens=queries[q], prefetch=prefetch)
+                        hits = store.search("bench", Hybrid(qdense[q], queries[q], prefetch), K)
                         found.append(len({ids[h.id] for h in hits} & exact) / K)
-                        hits = store.search("bench", None, K, tokens=queries[q])
+                        hits = store.search("bench", MaxSim(queries[q]), K)
                         found_multi.append(len({ids[h.id] for h in hits} & exact) / K)
                     ram = proc.memory_info().rss - before
                 disk = _folder_bytes(root)
@@ -463,7 +463,7 @@ def bench_text(sizes: list[int], n_queries: int, backend: str = "auto") -> None:
     except ImportError:
         print("\nkeyword search: skipped (bm25s is not installed: pip install bm25s==0.3.16)")
         return
-    from docvec._store import Point, open_store, point_id
+    from docvec._store import Dense, Fused, Keywords, Point, open_store, point_id
     from docvec._text._terms import Analyzer, TermWeights, document_vector, query_vector
 
     if backend == "auto":
@@ -555,13 +555,15 @@ def bench_text(sizes: list[int], n_queries: int, backend: str = "auto") -> None:
                     return retriever.retrieve([qtokens[q]], k=K, show_progress=False)
 
                 args = list(range(n_queries))
-                tt, tb = time_pair(lambda q: store.search("bench", None, K, terms=qterms[q]), bm25, args)
+                tt, tb = time_pair(lambda q: store.search("bench", Keywords(qterms[q]), K), bm25, args)
                 tf, td = time_pair(
-                    lambda q: store.search("bench", qdense[q], K, terms=qterms[q], depth=100, weight=1.0),
-                    lambda q: store.search("bench", qdense[q], K),
+                    lambda q: store.search(
+                        "bench", Fused(Dense(qdense[q]), Keywords(qterms[q]), depth=100, weight=1.0), K
+                    ),
+                    lambda q: store.search("bench", Dense(qdense[q]), K),
                     args,
                 )
-                hits = np.mean([len(store.search("bench", None, K, terms=qterms[q])) for q in args])
+                hits = np.mean([len(store.search("bench", Keywords(qterms[q]), K)) for q in args])
             disk = [_folder_bytes(r) for r in roots]
         finally:
             for r in roots:

@@ -296,7 +296,7 @@ def store_rankings(
     """(a) and (d): docvec's text mode through the embedded store, and for each dense stand-in (name: page
     vectors, query vectors) the dense search alone and the fused search with each keyword weight of
     ``keyword_weights``; one collection per stand-in."""
-    from docvec._store import Point, ScoredPoint, open_store, point_id
+    from docvec._store import Dense, Fused, Keywords, Point, ScoredPoint, open_store, point_id
     from docvec._text._terms import Analyzer, TermWeights, document_vector, query_vector
 
     analyzer, weights = Analyzer(), TermWeights()
@@ -323,11 +323,15 @@ def store_rankings(
                     return [ids[h.id] for h in hits]
 
                 if "text" not in out:
-                    out["text"] = [ranked(store.search(coll, None, k, terms=qv)) for qv in qterms]
-                out[f"dense:{name}"] = [ranked(store.search(coll, qv, k)) for qv in qvec]
+                    out["text"] = [ranked(store.search(coll, Keywords(qv), k)) for qv in qterms]
+                out[f"dense:{name}"] = [ranked(store.search(coll, Dense(qv), k)) for qv in qvec]
                 for w in keyword_weights:
                     out[f"fused:{name}@{w:g}"] = [
-                        ranked(store.search(coll, qvec[j], k, terms=qterms[j], depth=100, weight=w))
+                        ranked(
+                            store.search(
+                                coll, Fused(Dense(qvec[j]), Keywords(qterms[j]), depth=100, weight=w), k
+                            )
+                        )
                         for j in range(len(queries))
                     ]
     finally:

@@ -1,8 +1,9 @@
-"""The batch-query flow's files: a batch of queries in one, its results in another.
+"""The batch-query flow's files: a batch of searches in one, their results in another.
 
-The queries file holds one query a line, or JSON Lines of ``{"query": ..., "k": ...}`` (``k`` optional; a
-line starting with ``{`` is read as JSON); blank lines are skipped. The results file gets one JSON object
-a line, written in one go at the end.
+The queries file holds one query a line, or JSON Lines of searches (``{"query": ..., "k": ...}`` and any
+other field of :class:`docvec.Search`: ``filter``, ``mode``, ``with_text``, ``rerank``; a line starting
+with ``{`` is read as JSON); blank lines are skipped. The results file gets one :class:`docvec.SearchResult`
+a line (``{"query", "k", "mode", "rerank", "hits"}``, as ``POST /search`` answers), written in one go.
 """
 
 from __future__ import annotations
@@ -14,39 +15,39 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from docvec import InputError, check_k
+from docvec import InputError, Search
 
 
-def read_queries(path: Path, default_k: int) -> list[tuple[str, int]]:
-    """(query, k) pairs from a plain or JSON Lines file, every one checked: :class:`docvec.InputError`
-    names the first bad line (cheap: the flow checks the whole batch before it loads a model)."""
+def read_queries(path: Path, **defaults: Any) -> list[Search]:
+    """The searches of a plain or JSON Lines file, each checked as every face checks a search (what a line
+    leaves unsaid: ``defaults``, e.g. ``k``, ``with_text``, ``rerank``): :class:`docvec.InputError` names
+    the first bad line (cheap: the flow checks the whole batch before it loads a model)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read the queries: {e}", item=str(path)) from None
-    items: list[tuple[str, int]] = []
+    searches: list[Search] = []
     for n, line in enumerate(text.splitlines(), start=1):
-        query = line.strip()
-        if not query:
+        given = line.strip()
+        if not given:
             continue
-        k: object = default_k
-        if query.startswith("{"):
+        fields: dict[str, Any] = {"query": given}
+        if given.startswith("{"):
             try:
-                row = json.loads(query)
-                query, k = str(row["query"]).strip(), row.get("k", default_k)
-            except (ValueError, KeyError, TypeError, AttributeError):
+                fields = json.loads(given)
+                if not isinstance(fields, dict) or "query" not in fields:
+                    raise TypeError
+            except (ValueError, TypeError):
                 raise InputError(
-                    f"line {n}: expected a query, or {{'query': ..., 'k': ...}}", item=str(path)
+                    f"line {n}: expected a query, or a search as JSON ({{'query': ..., 'k': ...}})",
+                    item=str(path),
                 ) from None
         try:
-            checked = check_k(k)
+            searches.append(Search.of(fields.pop("query", ""), **{**defaults, **fields}))
         except InputError as e:
             raise InputError(f"line {n}: {e.reason}", item=str(path)) from None
-        if not query:
-            raise InputError(f"line {n}: the query is empty", item=str(path))
-        items.append((query, checked))
-    return items
+    return searches
 
 
 def write_results(path: Path, rows: Iterable[dict[str, Any]]) -> int:

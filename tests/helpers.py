@@ -90,6 +90,33 @@ def eval_dataset(root: Path) -> Path:
     return root
 
 
+def stored_page(doc_id: str, source: str, page: int = 1, **fields: object) -> dict[str, object]:
+    """A stored page's payload as docvec writes one (:class:`docvec.PagePayload`), for tests that put
+    points into a store by hand; ``fields`` replace its own."""
+    from docvec import PagePayload
+
+    info = {"profile": "test", "model": "m.gguf", "mmproj": "mm.gguf", "dim": 4, "min_pixels": 1}
+    payload = PagePayload.model_validate(
+        {
+            "doc_id": doc_id,
+            "source": source,
+            "page": page,
+            "page_count": page,
+            "pages_indexed": page,
+            "content_sha256": "0" * 64,
+            "kind": "image",
+            "width": 1,
+            "height": 1,
+            "image": f"{doc_id}-{page}.png",
+            "thumbnail": f"{doc_id}-{page}.jpg",
+            "embedding": {**info, "max_pixels": 1, "key": "k"},
+            "ingested_at": "2026-01-01T00:00:00Z",
+            **fields,
+        }
+    )
+    return payload.model_dump(mode="json")
+
+
 def docvec_env(data: Path, model: Path | str, *, max_pixels: int, threads: int = 1) -> dict[str, str]:
     """The ``DOCVEC_*`` variables of a docvec command or server the tests start: its data folder, its
     model, its page budget and its threads."""

@@ -455,7 +455,7 @@ def test_upload_png_then_search_then_delete(client: TestClient, tmp_path: Path) 
     listed = client.get("/documents").json()["documents"]
     assert [d["source"] for d in listed if d["doc_id"] == up["doc_id"]] == ["scan.png"]
     assert client.get(f"/documents/{up['doc_id']}").json()["source"] == "scan.png"
-    kept = Path(client.app.state.index.pages_of(up["doc_id"])[0].source)  # type: ignore[attr-defined]
+    kept = Path(client.app.state.index.stored_pages(up["doc_id"])[0].source)  # type: ignore[attr-defined]
     assert kept.name == f"{sha}.png" and kept.parent.name == "uploads"
     assert client.get(hits[0]["image_url"]).content.startswith(PNG)
     assert hits[0]["tags"] == {"kind": "scan"}

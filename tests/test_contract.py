@@ -24,7 +24,6 @@ from docvec import (
     RemoteIndex,
     RenderError,
     Settings,
-    UnsupportedError,
     connect,
 )
 
@@ -85,7 +84,8 @@ def test_documents_and_counts(index: IndexLike, corpus: Path) -> None:
     assert index.documents(offset=1, limit=1).documents == listed.documents[1:2]
     book = next(d for d in listed.documents if d.name == "pysamples__pdflatex-4-pages.pdf")
     pages = index.pages_of(book.doc_id)
-    assert [p.page for p in pages] == [1, 2, 3, 4] and pages[0].source == str(corpus / book.name)
+    assert [(p.doc_id, p.page) for p in pages] == [(book.doc_id, n) for n in (1, 2, 3, 4)]
+    assert all(p.width > 0 and p.height > 0 and p.text_from == "pdf" for p in pages)
 
 
 def test_files_of_a_page_and_a_document(index: IndexLike, corpus: Path) -> None:
@@ -93,8 +93,12 @@ def test_files_of_a_page_and_a_document(index: IndexLike, corpus: Path) -> None:
     image = index.page_file(doc.doc_id, 1)
     thumbnail = index.page_file(doc.doc_id, 1, thumbnail=True)
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and thumbnail.read_bytes()[:2] == b"\xff\xd8"
-    path, name, kind = index.document_file(doc.doc_id)
-    assert (path.read_bytes(), name, kind) == ((corpus / doc.name).read_bytes(), doc.name, "image")
+    found = index.document_file(doc.doc_id)
+    assert (found.path.read_bytes(), found.name, found.kind) == (
+        (corpus / doc.name).read_bytes(),
+        doc.name,
+        "image",
+    )
 
 
 def test_unknown_documents_and_versions(index: IndexLike) -> None:
@@ -225,14 +229,10 @@ def test_reindex_to_another_size_and_back(index: IndexLike) -> None:
 # -- what a server does not offer --------------------------------------------------------------------
 
 
-def test_verbs_a_server_cannot_offer(index: IndexLike) -> None:
-    index.prepare()
-    if isinstance(index, Index):
-        assert index.embedder.dim in (32, 64)
-        return
-    with pytest.raises(UnsupportedError, match="a docvec server does not offer its model"):
-        _ = index.embedder
-    with pytest.raises(UnsupportedError, match="a docvec server does not offer advertising"):
-        index.advertise("http://127.0.0.1:1", token="t")
-    with pytest.raises(UnsupportedError, match="a docvec server does not offer keeping an upload"):
-        index.keep_upload(io.BytesIO(b"x"), limit=LIMIT)
+def test_the_contract_is_what_both_faces_offer(index: IndexLike) -> None:
+    # every verb of the contract, on both; what only a process holding the store does (its model, staging
+    # uploads, preparing and advertising a server) is the local index's alone, never a stub on the other
+    verbs = {n for n in vars(IndexLike) if not n.startswith("_")} - {"settings", "collection"}
+    assert verbs <= set(dir(type(index)))
+    only_local = {"embedder", "keep_upload", "prepare", "advertise", "stored_pages", "check_reindex"}
+    assert only_local <= set(dir(Index)) and not only_local & set(dir(RemoteIndex))

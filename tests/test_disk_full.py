@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from docvec import DiskFullError, EmbedSettings, Index, IngestReport, RenderSettings, Settings
-from docvec._store import Point, open_store, point_id
+from docvec._store import Dense, Point, open_store, point_id
 
 from .helpers import docvec_env, page_image
 
@@ -184,7 +184,7 @@ _STORE = """
     import numpy as np
     from pathlib import Path
     from docvec import DiskFullError
-    from docvec._store import Point, open_store, point_id
+    from docvec._store import Dense, Point, open_store, point_id
 
     disk = Path({disk!r})
     store_dir = disk / "store"
@@ -214,7 +214,7 @@ def _store_script(disk: Path, body: str) -> str:
 _READ = """
     try:
         with open_store(path=store_dir) as store:
-            print(store.count("c"), len(store.search("c", np.ones(64), 5)))
+            print(store.count("c"), len(store.search("c", Dense(np.ones(64)), 5)))
     except DiskFullError as e:
         print("refused:", e)
 """
@@ -326,7 +326,7 @@ def test_a_full_disk_does_not_stop_a_store_from_opening(
 
     monkeypatch.setattr("docvec._store._edge.write_json_atomic", no_room)
     with open_store(path=tmp_path / "s") as store:
-        assert store.count("c") == 1 and store.search("c", np.ones(4), 1)[0].payload == {"doc_id": "d"}
+        assert store.count("c") == 1 and store.search("c", Dense(np.ones(4)), 1)[0].payload == {"doc_id": "d"}
 
 
 def test_no_room_for_a_page_image_is_a_disk_full_error(

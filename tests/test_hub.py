@@ -30,7 +30,8 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
 )
 
-from docvec import DocvecError, ModelNotFoundError, ToolError
+from docvec import DocvecError, ModelNotFoundError
+from docvec._errors import ToolError
 from docvec._model import _registry as registry
 from docvec._model._head import read_head
 from docvec._tools import _pull as pulling

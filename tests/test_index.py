@@ -65,7 +65,7 @@ def test_the_verbs_end_to_end(tmp_path: Path, documents: Path, small: Embedder, 
         )
         report_id = legal[0].doc_id
         pages = index.pages_of(report_id)
-        assert [p.page for p in pages] == [1, 2, 3, 4] and pages[0].page_count == 4
+        assert [(p.doc_id, p.page) for p in pages] == [(report_id, n) for n in (1, 2, 3, 4)]
         assert index.page_file(report_id, 2).read_bytes().startswith(b"\x89PNG")
         assert index.page_file(report_id, 2, thumbnail=True).read_bytes().startswith(b"\xff\xd8\xff")
         with pytest.raises(NotFoundError):
@@ -131,12 +131,16 @@ def test_delete_by_an_id_prefix_only_one_id_has(tmp_path: Path) -> None:
 
     from docvec._store import Point, point_id
 
+    from .helpers import stored_page
+
     with Index.open(tmp_path / "data") as index:
         store = index._store
         store.ensure_collection(index.collection, 4)
         ids = ["abcd" + "1" * 28, "abcd" + "2" * 28, "beef" + "3" * 28]
         vector = np.ones(4, np.float32)
-        store.upsert(index.collection, [Point(point_id(d), vector, {"doc_id": d, "source": d}) for d in ids])
+        store.upsert(
+            index.collection, [Point(point_id(d), vector, stored_page(d, f"/docs/{d}")) for d in ids]
+        )
         with pytest.raises(InputError, match=r"2 documents have ids starting with 'abcd' \(abcd1+, abcd2+\)"):
             index.delete("abcd")
         assert index.delete("abcd2") == 1 and index.delete("be") == 1  # unique: that document

@@ -10,7 +10,8 @@ import gguf
 import numpy as np
 import pytest
 
-from docvec import Embedder, ModelFileError, ModelFiles, ModelMismatchError, ModelNotFoundError
+from docvec import Embedder, ModelFiles, ModelNotFoundError
+from docvec._errors import ModelFileError, ModelMismatchError
 from docvec._model._gguf import read_gguf_info
 from docvec._model._head import FILE_NAME as HEAD_FILE
 from docvec._model._head import write_head

@@ -72,7 +72,8 @@ def test_pages_keep_their_tokens_and_three_modes_search_them(
         want_scores = [_maxsim(query_tokens[0], p.tokens) for p in exact[:5]]  # type: ignore[arg-type]
         np.testing.assert_allclose([h.score for h in multi], want_scores, atol=2e-2)  # float16 tokens
         # a prefetch covering every page is the exhaustive MaxSim; a narrow one stays within dense's best
-        assert index.search("the quick brown fox", 5, mode="hybrid", prefetch=len(points)) == multi
+        hybrid = index.search("the quick brown fox", 5, mode="hybrid", prefetch=len(points))
+        assert hybrid.hits == multi.hits and (hybrid.mode, multi.mode) == ("hybrid", "multi")
         dense = index.search("the quick brown fox", 3, mode="dense")
         narrow = index.search("the quick brown fox", 3, mode="hybrid", prefetch=3)
         assert {(h.doc_id, h.page) for h in narrow} == {(h.doc_id, h.page) for h in dense}

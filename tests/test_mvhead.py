@@ -26,16 +26,9 @@ from PIL import Image
 from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
-from docvec import (
-    Embedder,
-    EmbedSettings,
-    ModelError,
-    ModelFileError,
-    ModelFiles,
-    ModelMismatchError,
-    ToolError,
-)
+from docvec import Embedder, EmbedSettings, ModelError, ModelFiles
 from docvec._cli import app
+from docvec._errors import ModelFileError, ModelMismatchError, ToolError
 from docvec._model._head import FILE_NAME as HEAD_FILE
 from docvec._model._head import KEYS, read_head, write_head
 from docvec._model._resolve import resolve_model

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from docvec import ConfigError, Embedder, EmbedSettings, ModelFiles, ModelMismatchError, ReindexSpec
+from docvec import ConfigError, Embedder, EmbedSettings, ModelFiles, ReindexSpec
 from docvec._config import MODEL_MAX_PIXELS
+from docvec._errors import ModelMismatchError
 from docvec._model._profiles import JINA_V4, PROFILES, QWEN3_VL_EMBEDDING, RERANKER_PROFILES, profile_for
 from docvec._model._registry import REGISTRY
 from docvec._model._session import split_template

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from docvec import Embedder, EmbedSettings, ModelFiles, ModelNotFoundError, ToolError
+from docvec import Embedder, EmbedSettings, ModelFiles, ModelNotFoundError
 from docvec._cli import app
+from docvec._errors import ToolError
 from docvec._model import _registry as registry
 from docvec._tools import _convert
 from docvec._tools._pull import pull

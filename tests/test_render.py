@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from docvec import ConfigError, DocvecError, InputError, RenderError, RendererStateError
+from docvec import ConfigError, DocvecError, InputError, RenderError
+from docvec._errors import RendererStateError
 from docvec._model._profiles import JINA_V4
 from docvec._render._renderer import (
     DocumentInfo,
@@ -530,7 +531,8 @@ def test_the_consumers_time_is_not_charged(tmp_path: Path) -> None:
 def test_workers_that_cannot_start_stop_the_run_not_one_document(
     documents: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_dir: Path
 ) -> None:
-    from docvec import Index, RendererStartError, Settings
+    from docvec import Index, Settings
+    from docvec._errors import RendererStartError
     from docvec._render import _renderer
 
     # a worker that exits before it says it is ready (as one whose environment is broken does)

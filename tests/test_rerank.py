@@ -19,11 +19,11 @@ from docvec import (
     Index,
     InputError,
     ModelError,
-    ModelMismatchError,
     Reranker,
     SearchFilter,
     Settings,
 )
+from docvec._errors import ModelMismatchError
 from docvec._model._gguf import read_gguf_info
 from docvec._model._profiles import QWEN3_VL_RERANKER
 from docvec_reference.qwen3vl import Qwen3VLRerankerReference
@@ -234,7 +234,7 @@ def test_a_search_reranks_its_best_pages_with_filters(
         scores = [h.rerank_score for h in hits]
         assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
         # the reranker read the six pages the first stage found, and kept its three best
-        images = [index.pages.path(h.payload["image"]) for h in first]
+        images = [index.page_file(h.doc_id, h.page) for h in first]
         by_reranker = reranker.score(query, images)
         best = [(first[i].doc_id, first[i].page) for i in np.argsort(-by_reranker)[:3]]
         assert [(h.doc_id, h.page) for h in hits] == best

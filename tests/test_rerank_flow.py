@@ -63,16 +63,16 @@ def test_query_flow_reranks_each_query(
             hits = index.search(row["query"], row["k"], rerank=6)
             assert [h.model_dump(mode="json") for h in hits] == row["hits"]
 
-    # without rerank (DOCVEC_RERANK unset: 0): the first stage's hits, and the lines say nothing of it
+    # without rerank (DOCVEC_RERANK unset: 0): the first stage's hits, and the lines say so
     assert flow(str(queries), str(out), k=3) == 2
     plain = [json.loads(line) for line in out.read_text().splitlines()]
-    assert all("rerank" not in r and all(h["rerank_score"] is None for h in r["hits"]) for r in plain)
+    assert all(r["rerank"] == 0 and all(h["rerank_score"] is None for h in r["hits"]) for r in plain)
 
     # a query whose k is over the depth fails the run before the model loads, and writes nothing
     out.unlink()
     state = flow(str(queries), str(out), k=3, rerank=2, return_state=True)
     assert state.is_failed() and not out.exists()
-    with pytest.raises(Exception, match=r"query 1: rerank \(2\) is below its k \(3\)"):
+    with pytest.raises(Exception, match=r"line 1: rerank \(2\) is below k \(3\)"):
         state.result()
 
 
@@ -98,5 +98,8 @@ def test_the_script_checks_rerank_before_the_flow_runs(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert r.returncode == 1, r.stdout + r.stderr
-    assert r.stderr.strip() == "error: query 2: rerank (3) is below its k (4); ask for rerank >= k"
+    assert r.stderr.strip() == (
+        f"error: {queries}: line 2: rerank (3) is below k (4): the reranker orders the best rerank pages and "
+        "the search returns k of them; ask for rerank >= k"
+    )
     assert not (tmp_path / "out").exists()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from docvec import ToolError
+from docvec._errors import ToolError
 from docvec._model._head import read_head
 from docvec._tools._convert import find_head
 

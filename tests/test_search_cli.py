@@ -88,7 +88,7 @@ def _names(hits: list[object]) -> set[str]:
 def test_filters_narrow_the_results(indexed: Settings, small: Embedder) -> None:
     docs = indexed.data_dir.parent / "docs"
     with Index.open(indexed, embedder=small) as index:
-        run = lambda flt: index.search("invoice total", 10, flt)  # noqa: E731
+        run = lambda flt: index.search("invoice total", 10, filter=flt)  # noqa: E731
         everything = run(None)
         assert len(everything) == 6 and [h.score for h in everything] == sorted(
             (h.score for h in everything), reverse=True
@@ -162,10 +162,10 @@ def test_query_flow_writes_json_lines(
 
     assert module.query_flow(str(queries), str(out), k=4) == 3
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [(r["query"], r["k"], len(r["hits"])) for r in rows] == [
-        ("invoice total", 4, 4),
-        ("signature page", 2, 2),
-        ("balance sheet", 4, 4),
+    assert [(r["query"], r["k"], r["mode"], r["rerank"], len(r["hits"])) for r in rows] == [
+        ("invoice total", 4, "dense+text", 0, 4),
+        ("signature page", 2, "dense+text", 0, 2),
+        ("balance sheet", 4, "dense+text", 0, 4),
     ]
     assert {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text", "rerank_score"} == set(
         rows[0]["hits"][0]
@@ -189,7 +189,12 @@ def test_query_file_lines_are_checked_first(tmp_path: Path) -> None:
 
     good = tmp_path / "good.txt"
     good.write_text('  invoice total \n\n{"query": "signature page", "k": 2}\n')
-    assert read_queries(good, 5) == [("invoice total", 5), ("signature page", 2)]
+    assert [(s.query, s.k) for s in read_queries(good, k=5)] == [("invoice total", 5), ("signature page", 2)]
+    # a line is a search: any of its fields, the options the default for what it leaves unsaid
+    line = {"query": "x", "k": 2, "mode": "text", "rerank": 0}
+    good.write_text(json.dumps(line) + "\n")
+    (search,) = read_queries(good, k=5, with_text=True)
+    assert (search.k, search.mode, search.rerank, search.with_text) == (2, "text", 0, True)
     for line, reason in (
         ('{"query": "x", "k": 500}', "line 2: k must be between 1 and 100"),
         ('{"k": 3}', "line 2: expected a query"),
@@ -199,7 +204,7 @@ def test_query_file_lines_are_checked_first(tmp_path: Path) -> None:
         bad = tmp_path / "bad.txt"
         bad.write_text("fine\n" + line + "\n")
         with pytest.raises(InputError, match=reason) as info:
-            read_queries(bad, 5)
+            read_queries(bad, k=5)
         assert str(bad) in str(info.value)
 
 
@@ -218,5 +223,7 @@ def test_query_flow_script_reports_a_bad_line_in_one_line(indexed: Settings, tmp
         timeout=120,
     )
     assert r.returncode == 1
-    assert r.stderr.strip() == f"error: {queries}: line 2: expected a query, or {{'query': ..., 'k': ...}}"
+    assert r.stderr.strip() == (
+        f"error: {queries}: line 2: expected a query, or a search as JSON ({{'query': ..., 'k': ...}})"
+    )
     assert not (tmp_path / "out.jsonl").exists()

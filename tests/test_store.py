@@ -33,8 +33,11 @@ from docvec import (
 )
 from docvec._store import (
     LAYOUT,
+    Dense,
     EdgeBackend,
     Filter,
+    Hybrid,
+    MaxSim,
     Point,
     RemoteBackend,
     ScoredPoint,
@@ -161,7 +164,7 @@ def test_create_collections_and_dims(store: Store) -> None:
     with pytest.raises(CollectionNotFoundError, match="missing"):
         store.count("missing")
     with pytest.raises(CollectionNotFoundError):
-        store.search("missing", np.ones(8), 3)
+        store.search("missing", Dense(np.ones(8)), 3)
     with pytest.raises(CollectionNotFoundError):
         store.scroll("missing")  # fails at the call, not at the first next()
 
@@ -212,9 +215,9 @@ def test_bad_points_write_nothing(store: Store) -> None:
     with pytest.raises(StoreError, match="1-D"):
         Point(point_id(3), np.ones((2, 2), np.float32), {})
     with pytest.raises(StoreError, match="shape"):
-        store.search("c", np.ones(3), 1)
+        store.search("c", Dense(np.ones(3)), 1)
     with pytest.raises(StoreError, match="k must be"):
-        store.search("c", np.ones(4), 0)
+        store.search("c", Dense(np.ones(4)), 0)
 
 
 def test_scroll_and_count_with_filters(store: Store) -> None:
@@ -300,7 +303,7 @@ def test_search_matches_brute_force(store: Store) -> None:
     for q in queries:
         scores = unit @ _as_scored(store, _unit(q))
         order = np.argsort(-scores)[:10]
-        hits = store.search("c", q, 10)
+        hits = store.search("c", Dense(q), 10)
         assert all(isinstance(h, ScoredPoint) for h in hits)
         assert [h.id for h in hits] == list(ids[order])
         np.testing.assert_allclose([h.score for h in hits], scores[order], atol=1e-5)
@@ -311,13 +314,13 @@ def test_search_matches_brute_force(store: Store) -> None:
         mask = np.array([_matches(p.payload, flt) for p in points])
         masked = np.where(mask, scores, -np.inf)
         order = np.argsort(-masked)[:10]
-        hits = store.search("c", q, 10, flt)
+        hits = store.search("c", Dense(q), 10, flt)
         assert [h.id for h in hits] == list(ids[order])
         np.testing.assert_allclose([h.score for h in hits], scores[order], atol=1e-5)
         assert all(_matches(h.payload, flt) for h in hits)
     # k above the number of matching points returns them all
-    assert len(store.search("c", queries[0], 50, Filter(doc_ids=("d1",), sources=("s1",)))) == 50
-    assert len(store.search("c", queries[0], 500, Filter(doc_ids=("d1",)))) == 100
+    assert len(store.search("c", Dense(queries[0]), 50, Filter(doc_ids=("d1",), sources=("s1",)))) == 50
+    assert len(store.search("c", Dense(queries[0]), 500, Filter(doc_ids=("d1",)))) == 100
 
 
 def test_search_after_optimize_is_rescored_and_filtered(store: Store) -> None:
@@ -338,24 +341,24 @@ def test_search_after_optimize_is_rescored_and_filtered(store: Store) -> None:
     found = 0
     for q in queries:
         scores = dict(zip(ids, unit @ _as_scored(store, q), strict=True))
-        hits = store.search("c", q, 10)
+        hits = store.search("c", Dense(q), 10)
         # rescored: every score is the exact score of the stored vector, and the order follows it
         np.testing.assert_allclose([h.score for h in hits], [scores[h.id] for h in hits], atol=1e-5)
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
         found += len({h.id for h in hits} & set(sorted(scores, key=scores.__getitem__)[-10:]))
         flt = Filter(doc_ids=("d3",), tags=("lang=de",))
-        filtered = store.search("c", q, 5, flt)
+        filtered = store.search("c", Dense(q), 5, flt)
         assert filtered and all(_matches(h.payload, flt) for h in filtered)
     # the int8 scan can miss a near tie in the top 10; rescoring twice as many keeps that rare
     assert found / (10 * len(queries)) >= 0.95
     # writes after optimize(): a deleted point is gone, an overwritten one is found by its new vector
     q = queries[0]
-    top = store.search("c", q, 1)[0]
+    top = store.search("c", Dense(q), 1)[0]
     store.delete("c", [top.id])
-    assert top.id not in {h.id for h in store.search("c", q, 10)}
+    assert top.id not in {h.id for h in store.search("c", Dense(q), 10)}
     moved = points[5]
     store.upsert("c", [Point(moved.id, q * 3, moved.payload)])
-    hit = store.search("c", q, 1)[0]
+    hit = store.search("c", Dense(q), 1)[0]
     assert hit.id == moved.id and hit.score == pytest.approx(1.0, abs=SCORE_ATOL)
     assert store.count("c") == 1199
 
@@ -366,11 +369,11 @@ def test_persistence_across_reopen(opener: Opener) -> None:
         s.ensure_collection("c", 16)
         s.upsert("c", points)
         s.delete("c", [points[0].id])
-        before = s.search("c", vecs[5], 5)
+        before = s.search("c", Dense(vecs[5]), 5)
     s = opener(persistent=True)
     assert s.collections() == ["c"]
     assert s.count("c") == 29
-    after = s.search("c", vecs[5], 5)
+    after = s.search("c", Dense(vecs[5]), 5)
     assert [h.id for h in after] == [h.id for h in before]
     assert [h.payload for h in after] == [h.payload for h in before]
     np.testing.assert_allclose([h.score for h in after], [h.score for h in before], atol=1e-6)
@@ -541,7 +544,7 @@ def test_edge_unflushed_write_survives_a_crash(tmp_path: Path) -> None:
     with open_store(path=tmp_path) as s:  # ...and does not stop a new owner: the lock died with it
         assert s.count("c") == 1
         assert list(s.scroll("c")) == [(pid, {"doc_id": "crash"})]
-        assert s.search("c", np.array([1, 2, 3, 4]), 1)[0].id == pid
+        assert s.search("c", Dense(np.array([1, 2, 3, 4])), 1)[0].id == pid
         assert json.loads((tmp_path / ".owner.json").read_text())["pid"] == os.getpid()
 
 
@@ -553,7 +556,7 @@ def test_edge_reopens_fast(tmp_path: Path) -> None:
     start = time.perf_counter()
     with open_store(path=tmp_path) as s:
         assert s.count("c") == 3000
-        assert s.search("c", vecs[7], 1)[0].id == points[7].id
+        assert s.search("c", Dense(vecs[7]), 1)[0].id == points[7].id
         elapsed = time.perf_counter() - start
     # measured 0.1-0.4 s on 2 cores; the bound leaves room for a loaded machine
     assert elapsed < 3.0
@@ -597,9 +600,9 @@ def test_edge_optimized_collection_reopens_with_the_same_answers(tmp_path: Path)
         s.ensure_collection("c", 1024)
         s.upsert("c", points)
         assert s.optimize("c") is True
-        before = [s.search("c", v, 5) for v in vecs[:5]]
+        before = [s.search("c", Dense(v), 5) for v in vecs[:5]]
     with open_store(path=tmp_path) as s:
-        after = [s.search("c", v, 5) for v in vecs[:5]]
+        after = [s.search("c", Dense(v), 5) for v in vecs[:5]]
         assert s.count("c") == 1200
     assert [[h.id for h in r] for r in after] == [[h.id for h in r] for r in before]
     assert [r[0].id for r in after] == [p.id for p in points[:5]]
@@ -621,7 +624,7 @@ def test_edge_opens_float32_collections_of_earlier_versions(tmp_path: Path) -> N
         s.ensure_collection("old", 8)
         s.upsert("old", points)
     with open_store(path=tmp_path) as s:
-        assert s.search("old", vecs[3], 1)[0].id == points[3].id
+        assert s.search("old", Dense(vecs[3]), 1)[0].id == points[3].id
         stored = {p.id: p.vector for p in s.scroll("old", with_vectors=True)}
         # its optimizer would build an HNSW graph (minutes for a large collection): left alone
         assert s.optimize("old") is False
@@ -719,7 +722,7 @@ def test_remote_error_translation(monkeypatch: pytest.MonkeyPatch) -> None:
     flaky = _Flaky([_http_error(404, "Not found: Collection `c` doesn't exist!")])
     monkeypatch.setattr(client, "query_points", flaky)
     with pytest.raises(CollectionNotFoundError):
-        s.search("c", np.ones(4), 1)
+        s.search("c", Dense(np.ones(4)), 1)
 
     # anything else a backend raises still arrives as a StoreError, with the original as its cause
     flaky = _Flaky([RuntimeError("surprise")])
@@ -763,7 +766,7 @@ def test_remote_asks_a_server_for_float16_and_a_rescored_int8_copy() -> None:
     scalar = params.quantization_config.scalar  # the page vector's own: token vectors get none
     assert scalar.type == models.ScalarType.INT8 and scalar.quantile == 0.99 and scalar.always_ram
     s.upsert("c", [Point(point_id(1), np.array([1, 0, 0, 0], np.float32), {"doc_id": "a"})])
-    assert [h.payload for h in s.search("c", np.array([1, 0, 0, 0]), 1)] == [{"doc_id": "a"}]
+    assert [h.payload for h in s.search("c", Dense(np.array([1, 0, 0, 0])), 1)] == [{"doc_id": "a"}]
     quantization = recorder.calls["query_points"]["search_params"].quantization
     assert quantization.rescore is True and quantization.oversampling == 2.0
     assert s.optimize("c") is False  # the server optimizes by itself
@@ -790,11 +793,11 @@ def test_versions_switch_atomically_and_keep_their_records(opener: Opener) -> No
     assert (second, s.live("docs"), s.count("docs")) == ("docs.v2", first, 5)
     assert s.versions("docs") == [first, second] and s.record(second) == {"state": "building"}
     with pytest.raises(StoreError, match=r"expected \(4,\)"):
-        s.search("docs", np.ones(8, np.float32), 1)  # the name reaches the live version's 4-d vectors
+        s.search("docs", Dense(np.ones(8, np.float32)), 1)  # the name reaches the live version's 4-d vectors
     s.set_record(second, {"state": "complete"})
     s.switch("docs", second)
     assert s.live("docs") == second and s.count("docs") == 3 and s.count(first) == 5
-    assert len(s.search("docs", np.ones(8, np.float32), 10)) == 3
+    assert len(s.search("docs", Dense(np.ones(8, np.float32)), 10)) == 3
     with pytest.raises(ConflictError, match="live"):  # a request the state refuses (409 over the API)
         s.drop(second)
     with pytest.raises(StoreError, match="not a version"):
@@ -864,23 +867,23 @@ def test_multi_vector_collections_store_tokens_and_search_three_ways(opener: Ope
     for flt in [None, *FILTERS]:
         allowed = [p for p in points if flt is None or _matches(p.payload, flt)]
         want = sorted(allowed, key=lambda p: -exact[p.id])[:10]
-        multi = s.search("m", None, 10, flt, tokens=query)
+        multi = s.search("m", MaxSim(query), 10, flt)
         assert [h.id for h in multi] == [p.id for p in want], flt
         np.testing.assert_allclose([h.score for h in multi], [exact[p.id] for p in want], atol=1e-3)
         # a prefetch that covers every page is the exhaustive MaxSim, filters included
-        hybrid = s.search("m", qvec, 10, flt, tokens=query, prefetch=len(points))
+        hybrid = s.search("m", Hybrid(qvec, query, len(points)), 10, flt)
         assert [h.id for h in hybrid] == [h.id for h in multi], flt
         # a narrow one reranks only the dense vector's best pages
-        narrow = s.search("m", qvec, 3, flt, tokens=query, prefetch=5)
-        dense_best = {h.id for h in s.search("m", qvec, 5, flt)}
+        narrow = s.search("m", Hybrid(qvec, query, 5), 3, flt)
+        dense_best = {h.id for h in s.search("m", Dense(qvec), 5, flt)}
         assert {h.id for h in narrow} <= dense_best and len(narrow) == min(3, len(allowed))
     with pytest.raises(StoreError, match="16-d token vectors"):
         s.upsert("m", [Point(point_id("x"), np.ones(8, np.float32), {})])  # every page has its tokens
     with pytest.raises(StoreError, match="expected 16-d"):
-        s.search("m", None, 3, tokens=np.ones((2, 8), np.float32))
+        s.search("m", MaxSim(np.ones((2, 8), np.float32)), 3)
     s.ensure_collection("single", 8)
     with pytest.raises(StoreError, match="single-vector"):
-        s.search("single", None, 3, tokens=query)
+        s.search("single", MaxSim(query), 3)
     with pytest.raises(StoreError, match="single-vector"):
         s.upsert("single", points[:1])
     with pytest.raises(StoreError, match="multi-vector"):
@@ -896,11 +899,11 @@ def test_edge_exhaustive_maxsim_scans_the_int8_copy_and_stays_exact(tmp_path: Pa
     with open_store(path=tmp_path) as s:
         s.ensure_collection("m", 8, tokens=128)
         s.upsert("m", points)
-        before = [s.search("m", None, 10, tokens=q) for q in queries]  # a float16 scan: nothing quantized yet
+        before = [s.search("m", MaxSim(q), 10) for q in queries]  # a float16 scan: nothing quantized yet
         assert s.optimize("m") is True
         stored = {p.id: p.tokens for p in s.scroll("m", with_vectors=True)}
-        after = [s.search("m", None, 10, tokens=q) for q in queries]
-        hybrid = [s.search("m", points[0].vector, 10, tokens=q, prefetch=len(points)) for q in queries]
+        after = [s.search("m", MaxSim(q), 10) for q in queries]
+        hybrid = [s.search("m", Hybrid(points[0].vector, q, len(points)), 10) for q in queries]
     config = json.loads((tmp_path / "m.v1" / "shard" / "edge_config.json").read_text())
     tokens = config["vectors"]["tokens"]
     assert tokens["quantization_config"]["scalar"] == {"type": "int8", "quantile": 0.99, "memory": "cached"}

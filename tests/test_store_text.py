@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from docvec import StoreError
-from docvec._store import Filter, Point, ScoredPoint, Store, point_id
+from docvec._store import Dense, Filter, Fused, Hybrid, Keywords, MaxSim, Point, ScoredPoint, Store, point_id
 from docvec._store._edge import EdgeBackend
 from docvec._store._remote import RemoteBackend
 from docvec._text._terms import Analyzer, SparseVector, TermWeights, document_vector, query_vector
@@ -69,7 +69,7 @@ def _ids(hits: list[ScoredPoint]) -> list[str]:
 def test_keyword_search_scores_bm25_with_the_stores_idf(store: Store) -> None:
     _fill(store)
     assert store.has_text("c")
-    hits = store.search("c", None, 5, terms=query_vector("revenue", ANALYZER))
+    hits = store.search("c", Keywords(query_vector("revenue", ANALYZER)), 5)
     assert _ids(hits) == ["d1", "d4"] or _ids(hits) == ["d4", "d1"]
     # the score is the page's term weight times Qdrant's IDF over the pages with text (5 of 6 points)
     n, df = 5, 2
@@ -78,30 +78,36 @@ def test_keyword_search_scores_bm25_with_the_stores_idf(store: Store) -> None:
     weight = dict(zip(page.indices, page.values, strict=True))[query_vector("revenue", ANALYZER).indices[0]]
     got = next(h.score for h in hits if h.payload["doc_id"] == "d1")
     assert got == pytest.approx(weight * idf, rel=1e-4)
-    assert _ids(store.search("c", None, 3, terms=query_vector("INV-2024-0042", ANALYZER))) == ["d0"]
-    assert _ids(store.search("c", None, 3, terms=query_vector("東京", ANALYZER))) == ["d2"]
-    assert _ids(store.search("c", None, 3, terms=query_vector("cafe", ANALYZER))) == ["d3"]
+    assert _ids(store.search("c", Keywords(query_vector("INV-2024-0042", ANALYZER)), 3)) == ["d0"]
+    assert _ids(store.search("c", Keywords(query_vector("東京", ANALYZER)), 3)) == ["d2"]
+    assert _ids(store.search("c", Keywords(query_vector("cafe", ANALYZER)), 3)) == ["d3"]
     # no term at all (punctuation, stop words only): nothing, rather than every page
-    assert store.search("c", None, 3, terms=query_vector("the of ...", ANALYZER)) == []
+    assert store.search("c", Keywords(query_vector("the of ...", ANALYZER)), 3) == []
 
 
 def test_fusion_joins_the_two_rankings_and_filters_hold(store: Store) -> None:
     vectors = _fill(store)
     near_photo = vectors[-1] + 0.01
-    fused = store.search("c", near_photo, 6, terms=query_vector("revenue", ANALYZER), depth=10)
+    fused = store.search(
+        "c", Fused(Dense(near_photo), Keywords(query_vector("revenue", ANALYZER)), depth=10), 6
+    )
     ids = _ids(fused)
     # the page the dense vector finds first, and the keyword hits, are all in the fused top 3
     assert ids[0] in ("d99", "d1", "d4") and {"d99", "d1", "d4"} <= set(ids[:3])
     # the keyword ranking weighted 5 to 1: its pages come first
-    ahead = store.search("c", near_photo, 6, terms=query_vector("revenue", ANALYZER), depth=10, weight=5.0)
+    ahead = store.search(
+        "c", Fused(Dense(near_photo), Keywords(query_vector("revenue", ANALYZER)), depth=10, weight=5.0), 6
+    )
     assert set(_ids(ahead)[:2]) == {"d1", "d4"}
     # weight 0: the visual ranking alone decides the order
-    alone = store.search("c", near_photo, 6, terms=query_vector("revenue", ANALYZER), depth=10, weight=0.0)
+    alone = store.search(
+        "c", Fused(Dense(near_photo), Keywords(query_vector("revenue", ANALYZER)), depth=10, weight=0.0), 6
+    )
     assert _ids(alone)[0] == "d99"
     odd = Filter(tags=("odd",))
     for terms in (query_vector("revenue", ANALYZER), query_vector("croissants", ANALYZER)):
-        assert set(_ids(store.search("c", None, 6, odd, terms=terms))) <= {"d1", "d3"}
-        assert set(_ids(store.search("c", near_photo, 6, odd, terms=terms))) <= {"d1", "d3"}
+        assert set(_ids(store.search("c", Keywords(terms), 6, odd))) <= {"d1", "d3"}
+        assert set(_ids(store.search("c", Fused(Dense(near_photo), Keywords(terms)), 6, odd))) <= {"d1", "d3"}
 
 
 def test_multi_vector_and_hybrid_rankings_fuse_with_keywords(store: Store) -> None:
@@ -109,8 +115,8 @@ def test_multi_vector_and_hybrid_rankings_fuse_with_keywords(store: Store) -> No
     rng = np.random.default_rng(5)
     tokens = rng.normal(size=(2, 4))
     terms = query_vector("croissants", ANALYZER)
-    for dense, prefetch in ((None, None), (vectors[0], 3)):
-        hits = store.search("c", dense, 3, tokens=tokens, prefetch=prefetch, terms=terms, depth=10)
+    for visual in (MaxSim(tokens), Hybrid(vectors[0], tokens, 3)):
+        hits = store.search("c", Fused(visual, Keywords(terms), depth=10), 3)
         assert "d3" in _ids(hits) and len(hits) == 3
 
 
@@ -121,7 +127,7 @@ def test_a_collection_without_text_refuses_terms_and_keyword_search(store: Store
     with pytest.raises(StoreError, match="keeps no text"):
         store.upsert("plain", [Point(point_id(1), np.ones(DIM), {}, terms=terms)])
     with pytest.raises(StoreError, match="keeps no text"):
-        store.search("plain", None, 3, terms=query_vector("words", ANALYZER))
+        store.search("plain", Keywords(query_vector("words", ANALYZER)), 3)
 
 
 def test_bad_terms_and_weights_are_refused_before_anything_is_sent(store: Store) -> None:
@@ -131,9 +137,11 @@ def test_bad_terms_and_weights_are_refused_before_anything_is_sent(store: Store)
     with pytest.raises(StoreError, match="unsigned 32-bit"):
         Point(point_id(5), np.ones(DIM), {}, terms=SparseVector([2**32], [1.0]))
     with pytest.raises(StoreError, match="NaN"):
-        store.search("c", None, 3, terms=SparseVector([1], [float("nan")]))
+        store.search("c", Keywords(SparseVector([1], [float("nan")])), 3)
     with pytest.raises(StoreError, match="keyword weight"):
-        store.search("c", np.ones(DIM), 3, terms=query_vector("revenue", ANALYZER), weight=-1)
+        store.search(
+            "c", Fused(Dense(np.ones(DIM)), Keywords(query_vector("revenue", ANALYZER)), weight=-1), 3
+        )
 
 
 def test_scrolls_leave_the_text_out_unless_asked(store: Store) -> None:
@@ -157,5 +165,5 @@ def test_scrolls_leave_the_text_out_unless_asked(store: Store) -> None:
     (point,) = list(store.scroll("c", with_vectors=True))
     assert "text" not in point.payload
     # a search brings it: the snippet is made from it
-    (hit,) = store.search("c", None, 1, terms=query_vector("page", ANALYZER))
+    (hit,) = store.search("c", Keywords(query_vector("page", ANALYZER)), 1)
     assert hit.payload["text"] == text

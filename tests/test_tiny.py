@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from docvec import ConfigError, ToolError
+from docvec import ConfigError
+from docvec._errors import ToolError
 from docvec._model._head import KEYS as HEAD_KEYS
 from docvec._tools._qwen_tokenizer import VOCAB_SIZE
 from docvec._tools._tiny_checkpoint import build_checkpoint

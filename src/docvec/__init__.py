@@ -9,17 +9,18 @@
 and deletes documents, rebuilds its collection with other settings (``reindex``). :func:`connect` opens it
 as the command line and the flows do: the running server's, when ``docvec serve`` holds the store.
 :class:`Embedder` gives the vectors themselves, :class:`Reranker` a reranker's scores of (query, page image)
-pairs. Every error docvec raises is a :class:`DocvecError` (the
-tree: ``docvec._errors``).
+pairs. A search is one value, :class:`Search` (what every face takes), answered by a :class:`SearchResult`.
+Every error docvec raises is a :class:`DocvecError`; those a caller acts on are here, the whole tree is in
+``docvec._errors``.
 """
+
+import inspect
 
 from ._client import RemoteIndex
 from ._config import EmbedSettings, RenderSettings, Settings
 from ._connect import connect
 from ._contract import IndexLike
 from ._errors import (
-    BackendError,
-    CheckpointError,
     CollectionMismatchError,
     CollectionNotFoundError,
     ConfigError,
@@ -27,25 +28,16 @@ from ._errors import (
     DiskFullError,
     DocvecError,
     ForbiddenError,
-    ForeignCollectionError,
     IngestError,
     InputError,
     ModelError,
-    ModelFileError,
-    ModelMismatchError,
     ModelNotFoundError,
     NotFoundError,
-    PageStoreError,
     RenderError,
-    RendererStartError,
-    RendererStateError,
     StoreBusyError,
     StoreError,
     StoreUnavailableError,
-    TaskNotFoundError,
     TooLargeError,
-    ToolError,
-    UnsupportedError,
 )
 from ._index import Index
 from ._model import Embedder, ModelFiles, Reranker
@@ -55,43 +47,45 @@ from ._pipeline._ingest import IngestProgress
 from ._pipeline._queue import QueuedUpload
 from ._pipeline._sources import Discovered, SourceDocument, discover
 from ._records import (
+    DocumentFile,
     DocumentList,
     DocumentSummary,
     GcReport,
     Hit,
     IngestFailure,
     IngestReport,
-    ModelFingerprint,
+    ModeChoice,
+    Page,
     PagePayload,
     PageText,
     ReindexReport,
     ReindexSpec,
+    Search,
     SearchFilter,
+    SearchMode,
+    SearchOptions,
+    SearchResult,
     Upload,
     VersionInfo,
-    check_k,
 )
-from ._store import PageStore, StoredPage
 from ._text._snippet import Snippet
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendError",
-    "CheckpointError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "ConfigError",
     "ConflictError",
     "Discovered",
     "DiskFullError",
+    "DocumentFile",
     "DocumentList",
     "DocumentSummary",
     "DocvecError",
     "EmbedSettings",
     "Embedder",
     "ForbiddenError",
-    "ForeignCollectionError",
     "GGUFInfo",
     "GcReport",
     "Hit",
@@ -103,16 +97,13 @@ __all__ = [
     "IngestProgress",
     "IngestReport",
     "InputError",
+    "ModeChoice",
     "ModelError",
-    "ModelFileError",
     "ModelFiles",
-    "ModelFingerprint",
-    "ModelMismatchError",
     "ModelNotFoundError",
     "NotFoundError",
+    "Page",
     "PagePayload",
-    "PageStore",
-    "PageStoreError",
     "PageText",
     "QueuedUpload",
     "ReindexReport",
@@ -120,26 +111,31 @@ __all__ = [
     "RemoteIndex",
     "RenderError",
     "RenderSettings",
-    "RendererStartError",
-    "RendererStateError",
     "Reranker",
+    "Search",
     "SearchFilter",
+    "SearchMode",
+    "SearchOptions",
+    "SearchResult",
     "Settings",
     "Snippet",
     "SourceDocument",
     "StoreBusyError",
     "StoreError",
     "StoreUnavailableError",
-    "StoredPage",
-    "TaskNotFoundError",
     "TokenStates",
     "TooLargeError",
-    "ToolError",
-    "UnsupportedError",
     "Upload",
     "VersionInfo",
     "__version__",
-    "check_k",
     "connect",
     "discover",
 ]
+
+# As httpx does: the public names are docvec's, whichever private module defines them (reprs, docs and
+# error messages say docvec.Index, not docvec._index.Index)
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type) or inspect.isfunction(_value):
+        _value.__module__ = "docvec"
+del _name, _value, inspect

@@ -1,22 +1,21 @@
-"""An index served by a running ``docvec serve``, with the verbs of :class:`docvec.Index`, over its REST API.
+"""An index served by a running ``docvec serve``, with the verbs of the contract both faces keep
+(:class:`docvec.IndexLike`), over its REST API.
 
 :func:`docvec.connect` hands one out when the embedded store is held by a server: the store has one owner,
 so other docvec processes on the machine (commands, flows) send their work to it instead of failing.
 Long work (an ingest run, a reindex) is a job on the server; this client follows it to its end, reporting
 its progress as :class:`Index` would. An error the server raises arrives as the same class with the same
-message (the error body names it: :func:`docvec._errors.rebuild_error`); the few verbs a server does not
-offer raise :class:`~docvec.UnsupportedError`.
+message (the error body names it: :func:`docvec._errors.rebuild_error`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, NoReturn, TypeVar
+from typing import Any, BinaryIO, Literal, TypeVar, Unpack
 
 import httpx
 from pydantic import BaseModel
@@ -34,24 +33,25 @@ from ._errors import (
     NotFoundError,
     StoreError,
     StoreUnavailableError,
-    UnsupportedError,
     rebuild_error,
 )
-from ._model import Embedder
 from ._pipeline._ingest import IngestProgress, PageFn, ProgressFn
 from ._pipeline._search import choose_mode
-from ._pipeline._sources import SourceDocument
 from ._records import (
+    DocumentFile,
     DocumentList,
     GcReport,
-    Hit,
     IngestReport,
-    PagePayload,
+    ModeChoice,
+    Page,
     PageText,
     ReindexReport,
     ReindexSpec,
+    Search,
     SearchFilter,
     SearchMode,
+    SearchOptions,
+    SearchResult,
     Upload,
     VersionInfo,
 )
@@ -84,10 +84,6 @@ def _by_status(status: int, detail: str, errors: list[dict[str, Any]] | None) ->
     if status == 503:
         return StoreUnavailableError(detail, url="", attempts=1)
     return StoreError(detail)
-
-
-def _unsupported(what: str, instead: str) -> NoReturn:
-    raise UnsupportedError(f"a docvec server does not offer {what} over its API: {instead}")
 
 
 class RemoteIndex(Closing):
@@ -210,13 +206,9 @@ class RemoteIndex(Closing):
         }
         return self._follow(self._request("POST", "/ingest", json=body), IngestReport, progress)
 
-    def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
-        """Not offered by a server: :meth:`add_upload` sends and indexes an upload in one request."""
-        _unsupported("keeping an upload without indexing it", "use add_upload, which does both")
-
     def add_upload(
         self,
-        upload: BinaryIO | SourceDocument,
+        upload: BinaryIO,
         *,
         name: str | None = None,
         tags: Sequence[str] = (),
@@ -226,23 +218,18 @@ class RemoteIndex(Closing):
         """Send a document to the server and have it indexed there (see :meth:`docvec.Index.add_upload`);
         ``limit`` is the server's own (``DOCVEC_MAX_UPLOAD_MB``), and ``progress`` hears nothing: the
         request answers once the document is indexed."""
-        with contextlib.ExitStack() as stack:
-            if isinstance(upload, SourceDocument):
-                stream: BinaryIO = stack.enter_context(upload.path.open("rb"))
-                name = name or upload.name
-            else:
-                stream = upload
-            files = {"file": (name or "upload", stream)}
-            data = {"tag": list(tags)}
-            sent = self._send("POST", "/documents", params={"wait": "true"}, files=files, data=data)
+        files = {"file": (name or "upload", upload)}
+        sent = self._send(
+            "POST", "/documents", params={"wait": "true"}, files=files, data={"tag": list(tags)}
+        )
         if sent.status_code == 202:  # the server stopped waiting (it is stopping): the job goes on there
             return self._follow(sent.json(), Upload, None)
         return Upload.model_validate(sent.json())
 
     def delete(self, target: str, *, by: Literal["auto", "doc_id", "path"] = "auto") -> int:
-        """Remove a document by id (or id prefix), or every document read from a path; pages removed."""
-        if by == "path" or (by == "auto" and (Path(target).expanduser().exists() or "/" in target)):
-            target, by = str(Path(target).expanduser().resolve()), "path"
+        """Remove a document by id (or id prefix), or every document read from a path (on the server: an
+        absolute one); pages removed. What ``target`` names is the server's to decide, as
+        :meth:`docvec.Index.delete` decides it."""
         try:
             answer = self._request("DELETE", "/documents", params={"target": target, "by": by})
         except NotFoundError:
@@ -257,31 +244,21 @@ class RemoteIndex(Closing):
 
     def search(
         self,
-        query: str,
-        k: int = 5,
+        query: str | Search,
+        k: int | None = None,
         filter: SearchFilter | None = None,
-        *,
-        mode: SearchMode | Literal["auto"] | None = None,
-        prefetch: int | None = None,
-        with_text: bool = False,
-        rerank: int | None = None,
-    ) -> list[Hit]:
-        """The ``k`` pages that best match ``query`` (see :meth:`docvec.Index.search`); ``rerank`` (default:
-        the server's ``DOCVEC_RERANK``) by the server's reranker, :class:`~docvec.ConflictError` from a
-        server without one."""
-        body: dict[str, Any] = {"query": query, "k": k, "mode": mode, "prefetch": prefetch}
-        if with_text:
-            body["with_text"] = True
-        if rerank is not None:  # unsaid: the server's default (and a server older than reranking takes it)
-            body["rerank"] = rerank
-        if filter is not None:
-            body["filter"] = filter.model_dump(mode="json", exclude_none=True)
-        answer = self._request("POST", "/search", json=body)
-        fields = set(Hit.model_fields)
-        return [Hit.model_validate({k: v for k, v in h.items() if k in fields}) for h in answer["hits"]]
+        **options: Unpack[SearchOptions],
+    ) -> SearchResult:
+        """The pages that best match ``query`` (see :meth:`docvec.Index.search`), found by the server; its
+        ``rerank`` default is the server's ``DOCVEC_RERANK`` (a server without a reranker refuses one:
+        :class:`~docvec.ConflictError`). The search is checked here first, as the server checks it."""
+        request = Search.of(query, k=k, filter=filter, **options)
+        body = request.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+        return SearchResult.model_validate(self._request("POST", "/search", json=body))
 
-    def search_mode(self, mode: SearchMode | Literal["auto"] | None = None) -> SearchMode:
-        """The mode a search with ``mode`` (default: the server's ``DOCVEC_SEARCH_MODE``) runs in."""
+    def search_mode(self, mode: ModeChoice | None = None) -> SearchMode:
+        """The mode a search with ``mode`` (default: the server's ``DOCVEC_SEARCH_MODE``) runs in, by the
+        rule the server applies to what its collection keeps (``/healthz``)."""
         health = self._request("GET", "/healthz")
         if mode is None:
             return health["search_mode"]  # type: ignore[no-any-return]
@@ -298,9 +275,14 @@ class RemoteIndex(Closing):
             self._request("GET", "/documents", params={"offset": offset, "limit": limit})
         )
 
-    def pages_of(self, doc_id: str) -> list[PagePayload]:
+    def pages_of(self, doc_id: str) -> list[Page]:
         """A document's indexed pages in order; :class:`~docvec.NotFoundError` for an unknown document."""
-        return [PagePayload.model_validate(p) for p in self._request("GET", f"/documents/{doc_id}/pages")]
+        detail = self._request("GET", f"/documents/{doc_id}")
+        fields = set(Page.model_fields)
+        return [
+            Page.model_validate({"doc_id": doc_id} | {k: v for k, v in p.items() if k in fields})
+            for p in detail["pages"]
+        ]
 
     def page_file(self, doc_id: str, page: int, *, thumbnail: bool = False) -> Path:
         """The page's image (PNG) or thumbnail (JPEG), downloaded from the server."""
@@ -312,12 +294,12 @@ class RemoteIndex(Closing):
         """The page's whole text as the server's index keeps it."""
         return PageText.model_validate(self._request("GET", f"/documents/{doc_id}/pages/{page}/text"))
 
-    def document_file(self, doc_id: str) -> tuple[Path, str, str]:
+    def document_file(self, doc_id: str) -> DocumentFile:
         """The document's file as it was indexed, downloaded from the server, with its display name and
         kind."""
         info = self._request("GET", f"/documents/{doc_id}")
         path = self._download(f"/documents/{doc_id}/file", f"{doc_id}-{Path(str(info['name'])).name}")
-        return path, str(info["name"]), str(info["kind"])
+        return DocumentFile(path=path, name=str(info["name"]), kind=info["kind"])
 
     def count(self) -> int:
         """Pages in the index."""
@@ -343,24 +325,6 @@ class RemoteIndex(Closing):
     def gc(self) -> GcReport:
         """Remove the page images no version shows."""
         return GcReport.model_validate(self._request("POST", "/gc"))
-
-    # -- serving -------------------------------------------------------------------------------------
-
-    @property
-    def embedder(self) -> Embedder:
-        """Not offered by a server: its model lives in its own process."""
-        _unsupported(
-            "its model", "open one here with docvec.Embedder.open(...), or let the server embed (search)"
-        )
-
-    def prepare(self) -> None:
-        """Check that the server has its model loaded and its store answering (it prepared its index when
-        it started): :class:`~docvec.StoreUnavailableError` otherwise."""
-        self._request("GET", "/healthz")
-
-    def advertise(self, api: str, *, token: str) -> None:
-        """Not offered by a server: it advertises itself when it starts."""
-        _unsupported("advertising another server", "only the process that holds the store advertises it")
 
     # -- lifetime ------------------------------------------------------------------------------------
 

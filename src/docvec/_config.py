@@ -9,7 +9,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -25,11 +25,24 @@ __all__ = [
     "TEXT_MAX_CHARS",
     "VERSION_RE",
     "EmbedSettings",
+    "ModeChoice",
     "RenderSettings",
+    "SearchMode",
     "Settings",
     "default_cache_dir",
     "settings_for",
 ]
+
+#: How a search scores pages: by the page's look (dense: the single vector; multi: MaxSim over its token
+#: vectors; hybrid: the dense vector's best pages reranked by MaxSim), by keywords in its text (text), or a
+#: visual ranking fused with the keyword one (dense+text and the like). The one spelling of the modes:
+#: everything else takes them from here (docvec._records.mode_parts reads one).
+SearchMode = Literal["dense", "multi", "hybrid", "text", "dense+text", "multi+text", "hybrid+text"]
+#: A mode as a caller asks for one: a mode, or auto (the collection's best: hybrid on a multi-vector
+#: collection, dense otherwise, fused with text on a collection with text).
+ModeChoice = Literal["auto", "dense", "multi", "hybrid", "text", "dense+text", "multi+text", "hybrid+text"]
+# one Literal each (a union of Literals validates and documents worse); they agree, or docvec does not load
+assert set(get_args(ModeChoice)) == {"auto", *get_args(SearchMode)}
 
 #: Time limit for rendering one document, in seconds (the renderer's default too).
 RENDER_TIMEOUT_S = 300.0
@@ -257,9 +270,7 @@ class Settings(BaseSettings):
             "language name such as english, german, french; none: no stemming)."
         ),
     )
-    search_mode: Literal[
-        "auto", "dense", "multi", "hybrid", "text", "dense+text", "multi+text", "hybrid+text"
-    ] = Field(
+    search_mode: ModeChoice = Field(
         "auto",
         description=(
             "How searches score pages: dense (the single vector), multi (MaxSim over every page's tokens), "

@@ -1,10 +1,11 @@
-"""One contract for an index, local or served: :class:`IndexLike`, which :class:`docvec.Index` (in this
-process) and :class:`docvec.RemoteIndex` (a running ``docvec serve``) both satisfy, checked by mypy below.
+"""One contract for an index, local or served: :class:`IndexLike`, the verbs :class:`docvec.Index` (in
+this process) and :class:`docvec.RemoteIndex` (a running ``docvec serve``) both offer, checked by mypy
+below.
 
 Code that takes either, as the command line and the flows do (:func:`docvec.connect` hands out one or the
 other), types it as :class:`IndexLike`. The same call raises the same error class with the same message on
-both (the REST API carries the class across); the few verbs a server cannot offer raise
-:class:`~docvec.UnsupportedError` on a :class:`~docvec.RemoteIndex`, saying what to do instead.
+both (the REST API carries the class across). What only a process holding the store does (its model,
+staging uploads, preparing and advertising a server) is :class:`docvec.Index`'s alone.
 """
 
 from __future__ import annotations
@@ -12,13 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol, Self
+from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol, Self, Unpack
 
 from . import _records as records
 from ._config import Settings
-from ._model import Embedder
 from ._pipeline._ingest import PageFn, ProgressFn
-from ._pipeline._sources import SourceDocument
 
 __all__ = ["IndexLike"]
 
@@ -43,13 +42,9 @@ class IndexLike(Protocol):
         """Index files, folders (recursively) and glob patterns of PDFs and images."""
         ...
 
-    def keep_upload(self, stream: BinaryIO, *, name: str | None = None, limit: int) -> SourceDocument:
-        """Keep an upload and identify it, without indexing it yet (the first half of :meth:`add_upload`)."""
-        ...
-
     def add_upload(
         self,
-        upload: BinaryIO | SourceDocument,
+        upload: BinaryIO,
         *,
         name: str | None = None,
         tags: Sequence[str] = (),
@@ -71,20 +66,16 @@ class IndexLike(Protocol):
 
     def search(
         self,
-        query: str,
-        k: int = 5,
+        query: str | records.Search,
+        k: int | None = None,
         filter: records.SearchFilter | None = None,
-        *,
-        mode: records.SearchMode | Literal["auto"] | None = None,
-        prefetch: int | None = None,
-        with_text: bool = False,
-        rerank: int | None = None,
-    ) -> list[records.Hit]:
-        """The ``k`` pages that best match ``query``, best first (with their whole text: ``with_text``;
-        reordered by the reranker, which reads the first stage's best ``rerank`` pages: ``rerank``)."""
+        **options: Unpack[records.SearchOptions],
+    ) -> records.SearchResult:
+        """The ``k`` pages that best match ``query`` (a text and the options of :class:`docvec.Search`, or
+        a search), best first, and how the search was answered."""
         ...
 
-    def search_mode(self, mode: records.SearchMode | Literal["auto"] | None = None) -> records.SearchMode:
+    def search_mode(self, mode: records.ModeChoice | None = None) -> records.SearchMode:
         """The mode a search with ``mode`` runs in."""
         ...
 
@@ -92,7 +83,7 @@ class IndexLike(Protocol):
         """Indexed documents ordered by source path, with the total."""
         ...
 
-    def pages_of(self, doc_id: str) -> list[records.PagePayload]:
+    def pages_of(self, doc_id: str) -> list[records.Page]:
         """A document's indexed pages in order."""
         ...
 
@@ -104,7 +95,7 @@ class IndexLike(Protocol):
         """The page's whole text as the index keeps it."""
         ...
 
-    def document_file(self, doc_id: str) -> tuple[Path, str, str]:
+    def document_file(self, doc_id: str) -> records.DocumentFile:
         """The document's file as it was indexed, with its display name and kind."""
         ...
 
@@ -130,22 +121,6 @@ class IndexLike(Protocol):
 
     def gc(self) -> records.GcReport:
         """Remove the page images that no version of any collection shows."""
-        ...
-
-    # -- serving ---------------------------------------------------------------------------------------
-
-    @property
-    def embedder(self) -> Embedder:
-        """The model the index embeds with."""
-        ...
-
-    def prepare(self) -> None:
-        """Load the model and create the collection if it is missing."""
-        ...
-
-    def advertise(self, api: str, *, token: str) -> None:
-        """Tell other docvec processes on this machine that this one serves the index at ``api``, and the
-        token that makes them its owner (kept where only this user reads it)."""
         ...
 
     # -- lifetime --------------------------------------------------------------------------------------

@@ -18,14 +18,14 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ._config import Settings
 from ._errors import ConfigError, InputError
 from ._index import Index
 from ._model._embedder import Embedder
 from ._pipeline._sources import discover
-from ._records import Hit, SearchMode, check_k, check_rerank
+from ._records import Hit, ModeChoice, check_k, check_rerank, mode_parts
 
 log = logging.getLogger("docvec")
 
@@ -194,7 +194,7 @@ def evaluate(
     *,
     k: int = 10,
     embedder: Embedder | None = None,
-    modes: Sequence[SearchMode | Literal["auto"]] = ("auto",),
+    modes: Sequence[ModeChoice] = ("auto",),
     rerank: int = 0,
 ) -> EvalReport:
     """Index ``folder``'s corpus into a temporary store, run every judged query in each search mode of
@@ -234,7 +234,7 @@ def evaluate(
             "qdrant_api_key": None,
             "collection": "eval",
         }
-        if any(m.partition("+")[0] in ("multi", "hybrid") for m in modes):
+        if any(m != "auto" and mode_parts(m).tokens for m in modes):
             update["multivector"] = True
         s = settings.model_copy(update=update)
         with Index.open(s, embedder=embedder) as index:

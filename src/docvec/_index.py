@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, Unpack
 
 from ._closing import Closing
 from ._config import Settings, settings_for
@@ -42,20 +42,23 @@ from ._pipeline._queue import QueuedUpload, UploadQueue
 from ._pipeline._sources import SourceDocument
 from ._pipeline._versions import list_versions
 from ._records import (
+    DocumentFile,
     DocumentList,
     GcReport,
-    Hit,
     IngestReport,
+    ModeChoice,
+    Page,
     PagePayload,
     PageText,
     ReindexReport,
     ReindexSpec,
+    Search,
     SearchFilter,
     SearchMode,
+    SearchOptions,
+    SearchResult,
     Upload,
     VersionInfo,
-    check_prefetch,
-    display_name,
     parse_tags,
     rerank_depth,
 )
@@ -322,13 +325,13 @@ class Index(Closing):
             if version is None:
                 return records
             known = {r.doc_id for r in records}
-            for payload in _documents.unfinished_uploads(self._store, version, self.uploads):
-                path = Path(str(payload["source"]))
-                if payload["doc_id"] in known or not path.is_file():
+            for page in _documents.unfinished_uploads(self._store, version, self.uploads):
+                path = Path(page.source)
+                if page.doc_id in known or not path.is_file():
                     continue
-                log.info("%s: an upload left part-written; indexing it again", display_name(payload))
-                records.insert(0, self._queue.adopt(payload, path, collection=self.collection))
-                known.add(str(payload["doc_id"]))
+                log.info("%s: an upload left part-written; indexing it again", page.display_name)
+                records.insert(0, self._queue.adopt(page, path, collection=self.collection))
+                known.add(page.doc_id)
             return records
 
     def _index_kept(
@@ -340,8 +343,8 @@ class Index(Closing):
         version = ingestor.collection
         report = ingestor.ingest(document, tags=tags, progress=progress)
         ingestor.commit()
-        stored = next(iter(self._store.scroll(version, Filter(doc_ids=(document.doc_id,)))), None)
-        kept = stored is not None and stored[1].get("source") == str(document.path)
+        stored = self._store.page(version, Filter(doc_ids=(document.doc_id,)))
+        kept = stored is not None and stored.source == str(document.path)
         if not kept and not _documents.source_in_use(self._store, self.collection, str(document.path)):
             document.path.unlink(missing_ok=True)
         if stored is None:
@@ -349,11 +352,10 @@ class Index(Closing):
                 f"{shown} could not be indexed: " + "; ".join(f.reason for f in report.failures),
                 [{**f.model_dump(exclude_none=True), "path": shown} for f in report.failures],
             )
-        payload = stored[1]
         return Upload(
             doc_id=document.doc_id,
-            source=str(payload.get("source")),
-            name=display_name(payload),
+            source=stored.source,
+            name=stored.display_name,
             pages=self._store.count(version, Filter(doc_ids=(document.doc_id,))),
             already_indexed=not report.documents_indexed,
         )
@@ -371,71 +373,75 @@ class Index(Closing):
 
     def search(
         self,
-        query: str,
-        k: int = 5,
+        query: str | Search,
+        k: int | None = None,
         filter: SearchFilter | None = None,
-        *,
-        mode: SearchMode | Literal["auto"] | None = None,
-        prefetch: int | None = None,
-        with_text: bool = False,
-        rerank: int | None = None,
-    ) -> list[Hit]:
-        """The ``k`` pages (1..100) that best match ``query``, best first, among those ``filter`` admits.
+        **options: Unpack[SearchOptions],
+    ) -> SearchResult:
+        """The ``k`` pages (1..100, default 5) that best match ``query``, best first, among those the
+        ``filter`` option admits: a :class:`~docvec.SearchResult` of :class:`~docvec.Hit`, which says how
+        it was answered (``for hit in index.search(...)`` reads its hits).
 
-        ``mode`` (default: ``settings.search_mode``) is ``dense``, ``multi`` or ``hybrid`` (the dense
-        vector's best ``prefetch`` pages reranked by MaxSim), ``text`` (keywords in the pages' text: no
-        model is loaded), one of the first three fused with text (``dense+text`` ...), or ``auto``
-        (:meth:`search_mode` says which). On a collection with text every hit carries a snippet of its
-        page's text around the query's terms, and with ``with_text`` the page's whole text (for a RAG
-        caller: one round trip).
-        ``rerank`` (default: ``settings.rerank``, or ``k`` when that is more; 0: off) adds a second stage:
-        the first stage finds the best ``rerank`` pages (``k`` or more), the reranker
-        (``settings.rerank_model``) reads each with the query, and the ``k`` it scores highest come back
-        in its order, each with its ``rerank_score`` beside the first stage's ``score``; without a
-        reranker named, :class:`~docvec.ConflictError`.
-        The query and ``k`` are checked before the model is loaded. Searching a collection nothing was
-        indexed into raises :class:`~docvec.CollectionNotFoundError` saying so, and one whose vectors
-        another model (or vector size) made :class:`~docvec.CollectionMismatchError`. A search under way
-        while the collection is switched to a new version is answered by one version or the other, whole.
+        ``query`` is a text, with the options of :class:`~docvec.Search` as keyword arguments, or a
+        :class:`~docvec.Search` itself (the same value the other faces take; options given beside it
+        replace its own). ``mode`` (default: ``settings.search_mode``) is ``dense``, ``multi`` or
+        ``hybrid`` (the dense vector's best ``prefetch`` pages reranked by MaxSim), ``text`` (keywords in
+        the pages' text: no model is loaded), one of the first three fused with text (``dense+text`` ...),
+        or ``auto`` (:meth:`search_mode` says which). On a collection with text every hit carries a snippet
+        of its page's text around the query's terms, and with ``with_text`` the page's whole text (for a
+        RAG caller: one round trip). ``rerank`` (default: ``settings.rerank``, or ``k`` when that is more;
+        0: off) adds a second stage: the first stage finds the best ``rerank`` pages (``k`` or more), the
+        reranker (``settings.rerank_model``) reads each with the query, and the ``k`` it scores highest
+        come back in its order, each with its ``rerank_score`` beside the first stage's ``score``; without
+        a reranker named, :class:`~docvec.ConflictError`.
+
+        The search is checked before the model is loaded (:class:`~docvec.InputError`, in the words of
+        docvec's rules). Searching a collection nothing was indexed into raises
+        :class:`~docvec.CollectionNotFoundError` saying so, and one whose vectors another model (or vector
+        size) made :class:`~docvec.CollectionMismatchError`. A search under way while the collection is
+        switched to a new version is answered by one version or the other, whole.
         """
-        _search.check_search(query, k)
-        if prefetch is not None:
-            check_prefetch(prefetch)
-        depth = rerank_depth(rerank, self.settings.rerank, k)
+        request = Search.of(query, k=k, filter=filter, **options)
+        depth = rerank_depth(request.rerank, self.settings.rerank, request.k)
         reranker = self.reranker() if depth else None  # no reranker named: refused before any work
-        for attempt in range(2):
-            version = self._live.version(refresh=attempt > 0)
-            if version is None:
-                raise CollectionNotFoundError(
-                    f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
-                    "run `docvec ingest` first"
-                )
-            chosen = self.search_mode(mode)
-            # a keyword search needs no model: it answers before one is loaded
-            embedder = None if chosen == "text" else self._live.for_search(version)
-            try:
-                hits = _search.search(
-                    embedder,
-                    self._store,
-                    version,
-                    query,
-                    k=depth or k,
-                    flt=filter,
-                    mode=chosen,
-                    prefetch=prefetch or self.settings.prefetch,
-                    text=self._live.text(version),
-                    weight=self.settings.text_weight,
-                    with_text=with_text,
-                )
-                return _rerank.rerank(reranker, self.pages, query, hits, k) if reranker else hits
-            except (CollectionNotFoundError, ModelError):
-                # the version was dropped, or the model replaced, between the lookup and the search: once
-                # more with what is live now
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return self._search(self._live.version(), request, depth, reranker)
+        except (CollectionNotFoundError, ModelError):
+            # the version was dropped, or the model replaced, between the lookup and the search: once
+            # more with what is live now
+            return self._search(self._live.version(refresh=True), request, depth, reranker)
 
-    def search_mode(self, mode: SearchMode | Literal["auto"] | None = None) -> SearchMode:
+    def _search(
+        self, version: str | None, request: Search, depth: int, reranker: Reranker | None
+    ) -> SearchResult:
+        """``request`` answered by ``version``: the first stage's best ``depth`` pages (``k`` without a
+        second stage) reranked by ``reranker``."""
+        if version is None:
+            raise CollectionNotFoundError(
+                f"nothing is indexed in collection {self.collection!r} at {self._store.where}: "
+                "run `docvec ingest` first"
+            )
+        mode = self.search_mode(request.mode)
+        # a keyword search needs no model: it answers before one is loaded
+        embedder = None if mode == "text" else self._live.for_search(version)
+        # the first stage's: the mode decided, the reranker's depth, the hybrid depth's default
+        prefetch = request.prefetch or self.settings.prefetch
+        first = request.model_copy(update={"mode": mode, "k": depth or request.k, "prefetch": prefetch})
+        found = _search.search(
+            embedder,
+            self._store,
+            version,
+            first,
+            text=self._live.text(version),
+            weight=self.settings.text_weight,
+        )
+        if reranker is not None:
+            found = _rerank.rerank(reranker, self.pages, request.query, found, request.k)
+        return SearchResult(
+            query=request.query, k=request.k, mode=mode, rerank=depth, hits=[f.hit() for f in found]
+        )
+
+    def search_mode(self, mode: ModeChoice | None = None) -> SearchMode:
         """The mode a search with ``mode`` (default: ``settings.search_mode``) runs in: ``auto`` is hybrid
         on a multi-vector collection and dense otherwise, fused with text (``hybrid+text``, ``dense+text``)
         on a collection with text; ``multi`` and ``hybrid`` need a multi-vector collection, ``text`` and the
@@ -457,10 +463,15 @@ class Index(Closing):
             return DocumentList(total=0, offset=offset, limit=limit, documents=[])
         return _documents.list_documents(self._store, version, offset=offset, limit=limit)
 
-    def pages_of(self, doc_id: str) -> list[PagePayload]:
+    def pages_of(self, doc_id: str) -> list[Page]:
         """A document's indexed pages in order; :class:`~docvec.NotFoundError` for an unknown document."""
-        payloads = _documents.pages_of(self._store, self._version_or_none(), doc_id)
-        return [PagePayload.model_validate(p) for p in payloads]
+        return [Page.of(p) for p in self.stored_pages(doc_id)]
+
+    def stored_pages(self, doc_id: str) -> list[PagePayload]:
+        """Everything stored with each of a document's pages, in order (its source path on this machine,
+        its text, what made its vectors: the operator's ``GET /documents/{id}/pages``);
+        :class:`~docvec.NotFoundError` for an unknown document."""
+        return _documents.stored_pages(self._store, self._version_or_none(), doc_id)
 
     def page_text(self, doc_id: str, page: int) -> PageText:
         """The page's whole text as the index keeps it ("" for a page without text), and where it came from;
@@ -475,10 +486,10 @@ class Index(Closing):
 
     def page_file(self, doc_id: str, page: int, *, thumbnail: bool = False) -> Path:
         """The page's image as rendered for the model (PNG), or its thumbnail (JPEG, at most 256 px)."""
-        field = "thumbnail" if thumbnail else "image"
-        return _documents.page_file(self._store, self._version_or_none(), self.pages, doc_id, page, field)
+        version = self._version_or_none()
+        return _documents.page_file(self._store, version, self.pages, doc_id, page, thumbnail=thumbnail)
 
-    def document_file(self, doc_id: str) -> tuple[Path, str, str]:
+    def document_file(self, doc_id: str) -> DocumentFile:
         """The document's file as it was indexed (an upload's kept copy included), with its display name
         and kind; :class:`~docvec.NotFoundError` when the file is gone or has changed since."""
         return _documents.document_file(self._store, self._version_or_none(), doc_id)

@@ -11,7 +11,7 @@ from rich.table import Table
 from .._config import Settings
 from .._index import Index
 from .._model._embedder import Embedder
-from .._records import Hit, IngestReport
+from .._records import IngestReport, SearchResult
 from .._tools._tiny import build_tiny_model
 from ._common import marked
 
@@ -37,7 +37,7 @@ def sample_documents() -> Path:
     return Path(str(resources.files("docvec") / "samples"))
 
 
-def run_demo(settings: Settings, *, model_dir: Path, console: Console) -> tuple[IngestReport, list[Hit]]:
+def run_demo(settings: Settings, *, model_dir: Path, console: Console) -> tuple[IngestReport, SearchResult]:
     """Build (once) the tiny model, ingest the samples into ``settings.data_dir``, run one search."""
     console.print(f"building the offline test model in {model_dir} (once) ...")
     files = build_tiny_model(model_dir, cache_dir=settings.cache_dir)

@@ -13,7 +13,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast, get_args
 
 import typer
 from rich import box
@@ -26,7 +26,7 @@ from .._contract import IndexLike
 from .._errors import ConfigError, StoreError
 from .._fileio import MB
 from .._index import Index
-from .._records import DocumentSummary, IngestReport, SearchFilter, counted, shortened
+from .._records import DocumentSummary, IngestReport, ModeChoice, Search, SearchFilter, counted, shortened
 from ._common import (
     CollectionOption,
     JsonFlag,
@@ -46,17 +46,10 @@ from ._progress import IngestDisplay
 __all__: list[str] = []  # commands register themselves on the app
 
 
-class SearchModeChoice(enum.StrEnum):
-    """``--mode``'s choices (Typer lists them in the help)."""
-
-    auto = "auto"
-    dense = "dense"
-    multi = "multi"
-    hybrid = "hybrid"
-    text = "text"
-    dense_text = "dense+text"
-    multi_text = "multi+text"
-    hybrid_text = "hybrid+text"
+#: ``--mode``'s choices, as Typer lists them in the help: the modes' one spelling (docvec._config)
+SearchModeChoice = enum.StrEnum(  # type: ignore[misc]
+    "SearchModeChoice", {mode.replace("+", "_"): mode for mode in get_args(ModeChoice)}
+)
 
 
 @app.command()
@@ -186,6 +179,10 @@ def delete(
 ) -> None:
     """Remove a document (all its pages) from the index."""
     s = settings(collection=collection)
+    # a path is this shell's: made absolute here, where it was typed (a server works elsewhere)
+    given = os.path.expanduser(target)
+    if os.path.exists(given) or os.sep in given:
+        target = os.path.abspath(given)
     with errors(), read_index(s) as index:
         named = _named_by(index, target)  # before they go: the answer names them, not the id's first digits
         n = index.delete(target)
@@ -272,18 +269,18 @@ def search(
     schemas/search-hits.schema.json)."""
     s = settings(model=model, collection=collection)
     with errors():
-        flt = SearchFilter.parse(filter_ or ())
-        # the query and -k are checked before the model is loaded: a typo costs no loading
+        # checked before the index is opened: a typo costs no loading
+        request = Search.of(
+            query,
+            k=k,
+            filter=SearchFilter.parse(filter_ or ()),
+            **({"mode": mode.value} if mode else {}),
+            **({"prefetch": prefetch} if prefetch is not None else {}),
+            with_text=with_text,
+            **({"rerank": rerank} if rerank is not None else {}),
+        )
         with read_index(s) as index:
-            hits = index.search(
-                query,
-                k,
-                flt,
-                mode=mode.value if mode else None,
-                prefetch=prefetch,
-                with_text=with_text,
-                rerank=rerank,
-            )
+            hits = index.search(request)
     if as_json:
         sys.stdout.write(json.dumps([h.model_dump(mode="json") for h in hits]) + "\n")
         return
@@ -352,9 +349,8 @@ def eval_(
 
     s = settings(model=model, rerank_model=rerank_model)
     with errors():
-        report = evaluate(
-            dataset, s, k=k, modes=[m.value for m in mode or [SearchModeChoice.auto]], rerank=rerank
-        )
+        modes: list[ModeChoice] = [cast(ModeChoice, m.value) for m in mode] if mode else ["auto"]
+        report = evaluate(dataset, s, k=k, modes=modes, rerank=rerank)
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict()) + "\n")
         return

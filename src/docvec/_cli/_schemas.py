@@ -24,15 +24,18 @@ SCHEMAS: dict[str, Any] = {
     "embed-output.schema.json": list[records.EmbeddingRecord],
     "page-payload.schema.json": records.PagePayload,
     "ingest-report.schema.json": records.IngestReport,
+    "search.schema.json": records.Search,
+    "search-result.schema.json": records.SearchResult,
     "search-hits.schema.json": list[records.Hit],
     "search-filter.schema.json": records.SearchFilter,
+    "page.schema.json": records.Page,
     "reindex-report.schema.json": records.ReindexReport,
     "reindex-spec.schema.json": records.ReindexSpec,
     "versions.schema.json": list[records.VersionInfo],
     "gc-report.schema.json": records.GcReport,
 }
 #: schemas of what docvec writes rather than reads: fields left out of the JSON are left out here too
-_OUTPUTS = frozenset({"search-hits.schema.json"})
+_OUTPUTS = frozenset({"search-hits.schema.json", "search-result.schema.json"})
 
 
 def _kebab(name: str) -> str:

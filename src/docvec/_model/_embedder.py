@@ -104,8 +104,8 @@ class Embedder(Closing):
         model's profile before any weight is loaded. An image file whose decoding would take more than
         ``decode_budget`` bytes is refused (``DOCVEC_RENDER__MAX_MEMORY_MB``, as in the render workers).
         The multi-vector head, when ``files.head`` names one, is loaded and checked here too (a bad file is
-        a :class:`~docvec.ModelFileError` naming it; one of another width a
-        :class:`~docvec.ModelMismatchError`).
+        a :class:`~docvec._errors.ModelFileError` naming it; one of another width a
+        :class:`~docvec._errors.ModelMismatchError`).
         """
         self._view = False
         self.settings = settings or EmbedSettings()

@@ -110,7 +110,7 @@ def write_head(path: Path, weight: npt.ArrayLike, bias: npt.ArrayLike, *, source
 def read_head(path: Path, *, width: int | None = None) -> MultiVectorHead:
     """Load and check the head at ``path``: a head GGUF with both tensors, of matching shapes, finite; and,
     when ``width`` is given, taking that hidden size (the language model's). Any fault is a
-    :class:`~docvec.ModelFileError` naming the file."""
+    :class:`~docvec._errors.ModelFileError` naming the file."""
     import gguf
 
     if not path.is_file():

@@ -7,10 +7,9 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from .._errors import InputError, NotFoundError, RenderError
-from .._records import DocumentList, DocumentSummary, PageText, display_name
+from .._records import DocumentFile, DocumentList, DocumentSummary, PagePayload, PageText
 from .._store import Filter, Store
 from .._store._pages import PageStore
 from ._sources import missing_reason, sha256_of
@@ -21,10 +20,10 @@ __all__ = [
     "list_documents",
     "page_file",
     "page_text",
-    "pages_of",
     "remove_unfinished",
     "source_filter",
     "source_in_use",
+    "stored_pages",
     "summary",
     "target_filter",
     "unfinished_uploads",
@@ -40,54 +39,58 @@ def list_documents(store: Store, collection: str, *, offset: int = 0, limit: int
     # From the payload indexes: reading every point took 0.9-1.3 s at 100k pages, a page of 100
     # documents this way 0.15 s.
     doc_ids, sources = store.facet(collection, "doc_id"), sorted(store.facet(collection, "source"))
-    page: list[dict[str, Any]] = []
+    listed: list[PagePayload] = []
     if len(doc_ids) == len(sources):
-        # one source per document, as ingestion keeps it: a page of sources is a page of documents
-        for source in sources[offset : offset + limit]:
-            # any one page holds its document's summary; a source deleted meanwhile is skipped
-            for _, payload in store.scroll(collection, Filter(sources=(source,)), batch=1):
-                page.append(payload)
-                break
+        # one source per document, as ingestion keeps it: a page of sources is a page of documents; any
+        # one page holds its document's summary, and a source deleted meanwhile is skipped
+        chosen = sources[offset : offset + limit]
+        listed = [p for source in chosen if (p := store.page(collection, Filter(sources=(source,))))]
     else:
         # a file being replaced (its new version written, the old one not yet removed): read it all
-        docs: dict[str, dict[str, Any]] = {}
-        for _, payload in store.scroll(collection):
-            docs.setdefault(str(payload.get("doc_id")), payload)
-        ordered = sorted(docs.values(), key=lambda p: (str(p.get("source")), str(p.get("doc_id"))))
-        page = ordered[offset : offset + limit]
+        docs: dict[str, PagePayload] = {}
+        for _, page in store.pages(collection):
+            docs.setdefault(page.doc_id, page)
+        listed = sorted(docs.values(), key=lambda p: (p.source, p.doc_id))[offset : offset + limit]
     return DocumentList(
         total=len(doc_ids),
         offset=offset,
         limit=limit,
-        documents=[summary(store, collection, p) for p in page],
+        documents=[summary(store, collection, p) for p in listed],
     )
 
 
-def summary(store: Store, collection: str, payload: dict[str, Any]) -> DocumentSummary:
-    """A document's summary from one of its pages' payloads; one still being written says how many of its
-    pages are stored (none is searchable yet)."""
-    if payload.get("state") != "writing":
-        return DocumentSummary.from_payload(payload)
-    written = store.count(collection, Filter(doc_ids=(str(payload["doc_id"]),)))
-    return DocumentSummary.from_payload(payload, pages_written=written)
+def summary(store: Store, collection: str, page: PagePayload) -> DocumentSummary:
+    """A document's summary from one of its pages; one still being written says how many of its pages are
+    stored (none is searchable yet)."""
+    if page.finished:
+        return DocumentSummary.of(page)
+    return DocumentSummary.of(page, pages_written=store.count(collection, Filter(doc_ids=(page.doc_id,))))
 
 
-def pages_of(store: Store, collection: str, doc_id: str) -> list[dict[str, Any]]:
-    """The payloads of a document's indexed pages in page order; :class:`NotFoundError` for none."""
-    pages = [p for _, p in store.scroll(collection, Filter(doc_ids=(doc_id,)), with_text=True)]
+def stored_pages(store: Store, collection: str, doc_id: str) -> list[PagePayload]:
+    """A document's stored pages in page order (their text included); :class:`NotFoundError` for none."""
+    pages = [p for _, p in store.pages(collection, Filter(doc_ids=(doc_id,)), with_text=True)]
     if not pages:
         raise NotFoundError(f"no document {doc_id}")
-    return sorted(pages, key=lambda p: int(p.get("page", 0)))
+    return sorted(pages, key=lambda p: p.page)
 
 
-def page_file(store: Store, collection: str, pages: PageStore, doc_id: str, page: int, field: str) -> Path:
-    """The stored ``image`` or ``thumbnail`` file of a page, found through its payload (never through a
-    path a caller gives); :class:`NotFoundError` when there is none."""
-    payload = next((p for p in pages_of(store, collection, doc_id) if p.get("page") == page), None)
-    if payload is None:
-        raise NotFoundError(f"document {doc_id} has no indexed page {page}")
+def _stored_page(store: Store, collection: str, doc_id: str, number: int) -> PagePayload:
+    found = next((p for p in stored_pages(store, collection, doc_id) if p.page == number), None)
+    if found is None:
+        raise NotFoundError(f"document {doc_id} has no indexed page {number}")
+    return found
+
+
+def page_file(
+    store: Store, collection: str, pages: PageStore, doc_id: str, page: int, *, thumbnail: bool = False
+) -> Path:
+    """The stored image of a page, or its thumbnail, found through its stored page (never through a path a
+    caller gives); :class:`NotFoundError` when there is none."""
+    stored = _stored_page(store, collection, doc_id, page)
+    field = "thumbnail" if thumbnail else "image"
     try:
-        return pages.path(str(payload.get(field, "")))
+        return pages.path(stored.thumbnail if thumbnail else stored.image)
     except NotFoundError:
         raise NotFoundError(
             f"page {page} of {doc_id}: the {field} file is missing from the page store"
@@ -97,25 +100,23 @@ def page_file(store: Store, collection: str, pages: PageStore, doc_id: str, page
 def page_text(store: Store, collection: str, doc_id: str, page: int) -> PageText:
     """A page's whole text as stored ("" for a page without text); :class:`NotFoundError` when the
     document has no such indexed page."""
-    payload = next((p for p in pages_of(store, collection, doc_id) if p.get("page") == page), None)
-    if payload is None:
-        raise NotFoundError(f"document {doc_id} has no indexed page {page}")
-    text = str(payload.get("text") or "")
-    return PageText(doc_id=doc_id, page=page, text=text, text_from=payload.get("text_from") if text else None)
+    stored = _stored_page(store, collection, doc_id, page)
+    text = stored.text or ""
+    return PageText(doc_id=doc_id, page=page, text=text, text_from=stored.text_from if text else None)
 
 
-def document_file(store: Store, collection: str, doc_id: str) -> tuple[Path, str, str]:
-    """A document's file as it was indexed (an upload's kept copy included), its display name and kind;
-    :class:`NotFoundError` (naming no server path) when the file is gone or has changed since."""
-    payload = pages_of(store, collection, doc_id)[0]
-    path = Path(str(payload.get("source")))
+def document_file(store: Store, collection: str, doc_id: str) -> DocumentFile:
+    """A document's file as it was indexed (an upload's kept copy included), with its display name and
+    kind; :class:`NotFoundError` (naming no server path) when the file is gone or has changed since."""
+    stored = stored_pages(store, collection, doc_id)[0]
+    path = Path(stored.source)
     try:
-        unchanged = path.is_file() and sha256_of(path) == payload.get("content_sha256")
+        unchanged = path.is_file() and sha256_of(path) == stored.content_sha256
     except RenderError:  # unreadable now
         unchanged = False
     if not unchanged:
         raise NotFoundError(f"the file of document {doc_id} is no longer as it was indexed")
-    return path, display_name(payload), str(payload.get("kind"))
+    return DocumentFile(path=path, name=stored.display_name, kind=stored.kind)
 
 
 def source_filter(path: str) -> Filter:
@@ -161,9 +162,9 @@ def delete(
         return 0, set()
     sources: set[str] = set()
     images: set[str] = set()
-    for _, p in store.scroll(version, flt, batch=1024):
-        sources.add(str(p.get("source")))
-        images.update(str(p[f]) for f in ("image", "thumbnail") if p.get(f))
+    for _, page in store.pages(version, flt, batch=1024):
+        sources.add(page.source)
+        images.update((page.image, page.thumbnail))
     store.delete_where(version, flt)
     store.flush()
     uploads = uploads.resolve()  # sources are stored resolved
@@ -180,27 +181,27 @@ def remove_unfinished(store: Store, version: str, doc_id: str) -> set[str]:
     returns the page store files they showed. A complete document's pages are left alone."""
     unfinished: list[str] = []
     images: set[str] = set()
-    for pid, p in store.scroll(version, Filter(doc_ids=(doc_id,)), batch=1024):
-        if p.get("state") == "writing":
+    for pid, page in store.pages(version, Filter(doc_ids=(doc_id,)), batch=1024):
+        if not page.finished:
             unfinished.append(pid)
-            images.update(str(p[f]) for f in ("image", "thumbnail") if p.get(f))
+            images.update((page.image, page.thumbnail))
     if unfinished:
         store.delete(version, unfinished)
         store.flush()
     return images
 
 
-def unfinished_uploads(store: Store, version: str, uploads: Path) -> list[dict[str, Any]]:
-    """One page's payload for each uploaded document (read from a file under ``uploads``) that ``version``
-    holds part-written."""
+def unfinished_uploads(store: Store, version: str, uploads: Path) -> list[PagePayload]:
+    """One page of each uploaded document (read from a file under ``uploads``) that ``version`` holds
+    part-written."""
     uploads = uploads.resolve()  # sources are stored resolved
     found = []
     for source in store.facet(version, "source"):
         if Path(source).parent != uploads:
             continue
-        first = next(iter(store.scroll(version, Filter(sources=(source,)), batch=1)), None)
-        if first is not None and first[1].get("state") == "writing":
-            found.append(first[1])
+        first = store.page(version, Filter(sources=(source,)))
+        if first is not None and not first.finished:
+            found.append(first)
     return found
 
 

@@ -23,13 +23,13 @@ import os
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import NotFoundError
 from .._fileio import write_json_atomic
-from .._records import display_name
+from .._records import PagePayload
 from ._sources import SourceDocument, save_upload
 
 __all__ = ["QUEUE_DIR", "QueuedUpload", "UploadQueue"]
@@ -100,21 +100,21 @@ class UploadQueue:
         self._write(record)
         return record
 
-    def adopt(self, payload: dict[str, Any], path: Path, *, collection: str) -> QueuedUpload:
+    def adopt(self, page: PagePayload, path: Path, *, collection: str) -> QueuedUpload:
         """A record for an upload in ``uploads/`` (``path``) whose document a server left part-written
-        without one (a server of an older docvec): queued as an interrupted upload, from what its pages'
-        ``payload`` says."""
+        without one (a server of an older docvec): queued as an interrupted upload, from what one of its
+        stored pages says."""
         record = QueuedUpload(
             upload_id=uuid.uuid4().hex,
             collection=collection,
-            name=display_name(payload),
-            tags=[str(t) for t in payload.get("tags") or ()],
-            doc_id=str(payload["doc_id"]),
-            sha256=str(payload["content_sha256"]),
-            kind=payload["kind"],
+            name=page.display_name,
+            tags=list(page.tags),
+            doc_id=page.doc_id,
+            sha256=page.content_sha256,
+            kind=page.kind,
             ext=path.suffix.removeprefix("."),
             size=path.stat().st_size,
-            page_count=int(payload.get("page_count", 0)),
+            page_count=page.page_count,
             state="running",
             queued_at=datetime.now(UTC),
         )

@@ -1,30 +1,42 @@
-"""The search stage: a text query to the best pages (embed the query and analyse its terms, search the
-store, map the hits with their snippets), and a :class:`~docvec.SearchFilter` to the store's
-:class:`Filter`."""
+"""The search stage: a :class:`~docvec.Search` to the pages that answer it (embed the query and analyse its
+terms, ask the store one query, read the pages it finds with their snippets), and a
+:class:`~docvec.SearchFilter` to the store's :class:`Filter`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import get_args
 
 from .._errors import ConflictError, InputError
 from .._model._embedder import Embedder
-from .._records import Hit, SearchFilter, SearchMode, TextIndex, check_k, check_query
-from .._store import Filter, ScoredPoint, Store
-from .._text._snippet import snippet
+from .._records import Hit, ModeChoice, PagePayload, Search, SearchFilter, SearchMode, TextIndex, mode_parts
+from .._store import Dense, Filter, Fused, Hybrid, Keywords, MaxSim, Store, StoreQuery
+from .._text._snippet import Snippet, snippet
 from .._text._terms import query_vector
 
-__all__ = ["check_search", "choose_mode", "search", "to_store_filter"]
+__all__ = ["Found", "choose_mode", "search", "to_store_filter"]
 
 
-def check_search(query: str, k: int) -> None:
-    """:class:`InputError` for an empty query or a ``k`` outside 1..100; cheap, so callers can check
-    before loading a model."""
-    check_k(k)
-    check_query(query)
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """A page a search found: what is stored of it, its score, what the search says of it (a snippet of
+    its text, the whole text when asked for), and the reranker's score when a second stage read it."""
+
+    page: PagePayload
+    score: float
+    snippet: Snippet | None = None
+    text: str | None = None
+    rerank_score: float | None = None
+
+    def hit(self) -> Hit:
+        """The hit a caller is given for it."""
+        return Hit.of_page(
+            self.page, self.score, snippet=self.snippet, text=self.text, rerank_score=self.rerank_score
+        )
 
 
-def choose_mode(wanted: str, *, multivector: bool, text: bool, collection: str) -> SearchMode:
+def choose_mode(wanted: ModeChoice, *, multivector: bool, text: bool, collection: str) -> SearchMode:
     """The mode a search asking for ``wanted`` runs in on ``collection`` (``multivector``: whether it keeps
     token vectors; ``text``: whether it keeps its pages' text): ``auto`` is hybrid on a multi-vector
     collection and dense otherwise, fused with text (``hybrid+text``, ``dense+text``) on a collection with
@@ -37,18 +49,18 @@ def choose_mode(wanted: str, *, multivector: bool, text: bool, collection: str) 
         raise InputError(
             f"search mode must be auto or one of {', '.join(get_args(SearchMode))}, not {wanted!r}"
         )
-    visual, _, fused = wanted.partition("+")
-    if (fused or visual == "text") and not text:
+    parts = mode_parts(wanted)
+    if parts.text and not text:
         raise ConflictError(
             f"collection {collection!r} keeps no text: search mode {wanted!r} needs a collection with "
             "text (`docvec reindex --text` adds it without embedding any page again)"
         )
-    if visual in ("multi", "hybrid") and not multivector:
+    if parts.tokens and not multivector:
         raise ConflictError(
             f"collection {collection!r} is single-vector: search mode {wanted!r} needs a "
             "multi-vector collection (`docvec reindex --multivector` makes one from it)"
         )
-    return wanted  # type: ignore[return-value]
+    return wanted
 
 
 def _sources_under(store: Store, collection: str, path: str) -> tuple[str, ...]:
@@ -109,85 +121,63 @@ def search(
     embedder: Embedder | None,
     store: Store,
     collection: str,
-    query: str,
+    request: Search,
     *,
-    k: int = 5,
-    flt: SearchFilter | None = None,
-    mode: SearchMode = "dense",
-    prefetch: int = 100,
-    text: TextIndex | None = None,
+    text: TextIndex | None,
     weight: float = 1.0,
-    with_text: bool = False,
-) -> list[Hit]:
-    """The ``k`` pages that best match ``query``, best first, among those ``flt`` admits; never a page of a
-    document still being written (a new version of a file stands in for the old one once it is whole).
+) -> list[Found]:
+    """The ``request.k`` pages that best answer ``request``, best first, among those its filter admits;
+    never a page of a document still being written (a new version of a file stands in for the old one
+    once it is whole).
 
-    ``mode`` scores pages by the dense vector (``dense``), by MaxSim of the query's token vectors over
-    every page's (``multi``), or by MaxSim over the ``prefetch`` pages the dense vector finds (``hybrid``,
-    one query to the store); the last two need a multi-vector collection and a model with its head. On a
-    collection with text (``text``: how it keeps it), ``text`` scores pages by the query's terms in their
-    text (no model needed: ``embedder`` may be ``None``), and ``dense+text`` and the like fuse a visual
-    ranking with the keyword ranking (reciprocal rank fusion, the keyword ranking weighted ``weight``).
-    Hits on a collection with text carry a snippet of their page's text, and with ``with_text`` the whole
-    text. Raises :class:`InputError` for a ``k`` outside 1..100 or an empty query.
+    ``request.mode`` is the mode the search runs in (:func:`choose_mode` decided it) and
+    ``request.prefetch`` the hybrid mode's depth, both set; ``text`` is how the collection keeps its pages'
+    text (``None``: it keeps none), ``weight`` the keyword ranking's in a fused mode. A keyword search needs
+    no model (``embedder`` may be ``None``). Pages of a collection with text carry a snippet of their text,
+    and with ``request.with_text`` the whole text.
     """
-    check_search(query, k)
+    assert request.mode is not None and request.mode != "auto" and request.prefetch is not None, request
     store_flt: Filter | None = Filter(finished=True)
-    if flt is not None and not flt.is_empty:
-        store_flt = to_store_filter(store, collection, flt)
+    if request.filter is not None and not request.filter.is_empty:
+        store_flt = to_store_filter(store, collection, request.filter)
         if store_flt is None:
             return []
-    assert store_flt is not None
-    found = _found(embedder, store, collection, query, k, store_flt, mode, prefetch, text, weight)
-    return [_hit(p, query, text, with_text) for p in found]
+    query = _store_query(embedder, request, text, weight, collection)
+    found = store.search(collection, query, request.k, store_flt)
+    return [_found(PagePayload.model_validate(p.payload), p.score, request, text) for p in found]
 
 
-def _found(
-    embedder: Embedder | None,
-    store: Store,
-    collection: str,
-    query: str,
-    k: int,
-    flt: Filter,
-    mode: SearchMode,
-    prefetch: int,
-    text: TextIndex | None,
-    weight: float,
-) -> list[ScoredPoint]:
-    visual, _, fused = mode.partition("+")
-    terms = None
-    if fused or visual == "text":
+def _store_query(
+    embedder: Embedder | None, request: Search, text: TextIndex | None, weight: float, collection: str
+) -> StoreQuery:
+    """The one query the store is asked for ``request``'s mode."""
+    mode: SearchMode = request.mode  # type: ignore[assignment]  # set by the caller: see search()
+    parts = mode_parts(mode)
+    keywords = None
+    if parts.text:
         if text is None:
             raise ConflictError(f"collection {collection!r} keeps no text: search mode {mode!r} needs it")
-        terms = query_vector(query, text.analyzer)
-        if visual == "text":
-            return store.search(collection, None, k, flt, terms=terms)
+        keywords = Keywords(query_vector(request.query, text.analyzer))
+    if parts.visual is None:
+        assert keywords is not None
+        return keywords
     if embedder is None:
         raise InputError(f"search mode {mode!r} needs the model")
+    visual: Dense | MaxSim | Hybrid
+    prefetch = request.prefetch or 1
+    if parts.visual == "dense":
+        visual = Dense(embedder.embed_queries([request.query])[0])
+    else:
+        dense, tokens = embedder.embed_queries_multi([request.query])
+        visual = Hybrid(dense[0], tokens[0], prefetch) if parts.visual == "hybrid" else MaxSim(tokens[0])
+    if keywords is None:
+        return visual
     # a fused search reads this many of each ranking's best pages: the hybrid prefetch's depth
-    depth = max(prefetch, k)
-    if visual == "dense":
-        vector = embedder.embed_queries([query])[0]
-        return store.search(collection, vector, k, flt, terms=terms, depth=depth, weight=weight)
-    dense, tokens = embedder.embed_queries_multi([query])
-    hybrid = visual == "hybrid"
-    return store.search(
-        collection,
-        dense[0] if hybrid else None,
-        k,
-        flt,
-        tokens=tokens[0],
-        prefetch=prefetch if hybrid else None,
-        terms=terms,
-        depth=depth,
-        weight=weight,
-    )
+    return Fused(visual, keywords, depth=max(prefetch, request.k), weight=weight)
 
 
-def _hit(found: ScoredPoint, query: str, text: TextIndex | None, with_text: bool) -> Hit:
-    hit = Hit.from_payload(found.payload, found.score)
-    page_text = found.payload.get("text")
-    if text is None or not isinstance(page_text, str):
-        return hit
-    shown = snippet(page_text, query, text.analyzer)
-    return hit.model_copy(update={"snippet": shown, "text": page_text if with_text else None})
+def _found(page: PagePayload, score: float, request: Search, text: TextIndex | None) -> Found:
+    if text is None or page.text is None:
+        return Found(page, score)
+    shown = snippet(page.text, request.query, text.analyzer)
+    return Found(page, score, shown, page.text if request.with_text else None)

@@ -5,18 +5,20 @@ fields follow (document ids, tags, ``k``), each defined once (``_rules``).
 JSON Schemas of these models are exported under ``schemas/`` (``make schemas``).
 """
 
-from ._documents import DocumentList, DocumentSummary, Upload
+from ._documents import DocumentFile, DocumentList, DocumentSummary, Upload
 from ._pages import (
     EmbeddingInfo,
     EmbeddingRecord,
     IngestFailure,
     IngestReport,
     ModelFingerprint,
+    Page,
     PagePayload,
     PageText,
 )
 from ._rules import (
     DOC_ID_PATTERN,
+    DOCVEC_RULE,
     MAX_K,
     MAX_PREFETCH,
     MAX_RERANK,
@@ -35,22 +37,38 @@ from ._rules import (
     parse_tag,
     parse_tags,
     rerank_depth,
+    rule,
     shortened,
     tag_dict,
 )
-from ._search import FILTER_KEYS, Hit, SearchFilter, SearchMode
+from ._search import (
+    FILTER_KEYS,
+    MAX_QUERY_CHARS,
+    Hit,
+    ModeChoice,
+    ModeParts,
+    Search,
+    SearchFilter,
+    SearchMode,
+    SearchOptions,
+    SearchResult,
+    mode_parts,
+)
 from ._versions import GcReport, ReindexReport, ReindexSpec, TextIndex, VersionInfo, VersionRecord
 
 __all__ = [
+    "DOCVEC_RULE",
     "DOC_ID_PATTERN",
     "FILTER_KEYS",
     "MAX_K",
     "MAX_PREFETCH",
+    "MAX_QUERY_CHARS",
     "MAX_RERANK",
     "QUERY_PATTERN",
     "TAG_KEY_PATTERN",
     "TAG_PATTERN",
     "TAG_VALUE_PATTERN",
+    "DocumentFile",
     "DocumentList",
     "DocumentSummary",
     "EmbeddingInfo",
@@ -61,13 +79,19 @@ __all__ = [
     "IngestReport",
     "JsonBool",
     "JsonInt",
+    "ModeChoice",
+    "ModeParts",
     "ModelFingerprint",
+    "Page",
     "PagePayload",
     "PageText",
     "ReindexReport",
     "ReindexSpec",
+    "Search",
     "SearchFilter",
     "SearchMode",
+    "SearchOptions",
+    "SearchResult",
     "TextIndex",
     "Upload",
     "VersionInfo",
@@ -78,9 +102,11 @@ __all__ = [
     "check_rerank",
     "counted",
     "display_name",
+    "mode_parts",
     "parse_tag",
     "parse_tags",
     "rerank_depth",
+    "rule",
     "shortened",
     "tag_dict",
 ]

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import Literal
 
-from pydantic import (
-    BaseModel,
-    Field,
-)
+from pydantic import BaseModel, ConfigDict, Field
 
-from ._rules import display_name, tag_dict
+from ._pages import PagePayload
+from ._rules import tag_dict
 
-__all__ = ["DocumentList", "DocumentSummary", "Upload"]
+__all__ = ["DocumentFile", "DocumentList", "DocumentSummary", "Upload"]
 
 
 class DocumentSummary(BaseModel):
@@ -40,24 +39,34 @@ class DocumentSummary(BaseModel):
     ingested_at: datetime
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any], *, pages_written: int | None = None) -> DocumentSummary:
-        """The summary held by any one page's payload (all pages of a document carry it); a document still
-        being written counts no page as indexed (older pages said its page count then), and
-        ``pages_written`` as stored (default: as the payload says)."""
-        writing = payload.get("state") == "writing"
-        indexed = 0 if writing else int(payload.get("pages_indexed", 0))
+    def of(cls, page: PagePayload, *, pages_written: int | None = None) -> DocumentSummary:
+        """The summary any one of a document's stored pages holds (all carry it); a document still being
+        written counts no page as indexed (older pages said its page count then), and ``pages_written`` as
+        stored (default: as the page says)."""
+        indexed = page.pages_indexed if page.finished else 0
         return cls(
-            doc_id=str(payload["doc_id"]),
-            source=str(payload.get("source", "")),
-            name=display_name(payload),
-            kind=str(payload.get("kind", "")),
-            page_count=int(payload.get("page_count", 0)),
+            doc_id=page.doc_id,
+            source=page.source,
+            name=page.display_name,
+            kind=page.kind,
+            page_count=page.page_count,
             pages_indexed=indexed,
-            state="writing" if writing else "complete",
+            state="complete" if page.finished else "writing",
             pages_written=indexed if pages_written is None else pages_written,
-            tags=tag_dict(payload.get("tags") or ()),
-            ingested_at=payload["ingested_at"],
+            tags=tag_dict(page.tags),
+            ingested_at=page.ingested_at,
         )
+
+
+class DocumentFile(BaseModel):
+    """A document's file as it was indexed (:meth:`docvec.Index.document_file`): where it is, here (a
+    served index's: downloaded), what to call it, and what it is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path
+    name: str = Field(description="Display name: the file's name, or an upload's original name.")
+    kind: Literal["pdf", "image"]
 
 
 class DocumentList(BaseModel):

@@ -3,6 +3,7 @@ reports, and what `docvec embed --json` prints."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Literal
 
@@ -20,6 +21,7 @@ __all__ = [
     "IngestFailure",
     "IngestReport",
     "ModelFingerprint",
+    "Page",
     "PagePayload",
     "PageText",
 ]
@@ -105,6 +107,42 @@ class PagePayload(BaseModel):
     text_from: Literal["pdf", "ocr"] | None = Field(
         None, description="Where the text came from: the PDF's text layer, or OCR."
     )
+
+    @property
+    def display_name(self) -> str:
+        """What to call the page's document: its recorded name, else its file's name."""
+        return self.name or os.path.basename(self.source)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the document is whole (searchable): pages of older stores say no state."""
+        return self.state != "writing"
+
+
+class Page(BaseModel):
+    """One indexed page of a document, as callers are shown it (:meth:`docvec.Index.pages_of`): the
+    stored page's public part."""
+
+    model_config = ConfigDict(frozen=True)
+
+    doc_id: str
+    page: int = Field(ge=1, description="Page number, 1-based.")
+    width: int = Field(ge=1, description="Rendered page width in pixels.")
+    height: int = Field(ge=1, description="Rendered page height in pixels.")
+    text_from: Literal["pdf", "ocr"] | None = Field(
+        None, description="Where its text came from: the PDF's text layer, or OCR; none: it has no text."
+    )
+
+    @classmethod
+    def of(cls, stored: PagePayload) -> Page:
+        """The public part of a stored page."""
+        return cls(
+            doc_id=stored.doc_id,
+            page=stored.page,
+            width=stored.width,
+            height=stored.height,
+            text_from=stored.text_from,  # set where the page keeps text
+        )
 
 
 class PageText(BaseModel):

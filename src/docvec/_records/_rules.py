@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Strict
+from pydantic import AfterValidator, BeforeValidator, Strict
+from pydantic_core import PydanticCustomError
 
 from .._errors import InputError
 
 __all__ = [
+    "DOCVEC_RULE",
     "DOC_ID_PATTERN",
     "MAX_K",
     "MAX_PREFETCH",
@@ -33,12 +35,31 @@ __all__ = [
     "parse_tag",
     "parse_tags",
     "rerank_depth",
+    "rule",
     "shortened",
     "tag_dict",
 ]
 
 
 DOC_ID_PATTERN = r"^[0-9a-f]{32}$"
+#: the type of a validation error that breaks one of docvec's own rules: its message is docvec's, the same
+#: with or without a server (docvec.api._errors answers it as the library's InputError)
+DOCVEC_RULE = "docvec_rule"
+
+
+def rule(check: Callable[[Any], Any]) -> AfterValidator:
+    """docvec's own check of a value as a pydantic validator: what it raises is the validation error's
+    message (of type :data:`DOCVEC_RULE`), so that a model refuses a value in the library's words."""
+
+    def validate(value: Any) -> Any:
+        if value is not None:
+            try:
+                check(value)
+            except InputError as e:
+                raise PydanticCustomError(DOCVEC_RULE, "{reason}", {"reason": e.reason}) from None
+        return value
+
+    return AfterValidator(validate)
 
 
 def _whole(value: object) -> object:

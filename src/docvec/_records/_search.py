@@ -1,11 +1,13 @@
 """What a search takes and gives: the search modes, the filter (one vocabulary for the CLI, GET and
-POST /search) and a hit."""
+POST /search), the search itself as one value (:class:`Search`, whose JSON form ``POST /search`` takes),
+a hit, and what a search answers (:class:`SearchResult`)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import (
     AfterValidator,
@@ -15,28 +17,76 @@ from pydantic import (
     Field,
     ValidationError,
     field_serializer,
+    model_validator,
 )
+from pydantic_core import PydanticCustomError
 
+from .._config import ModeChoice, SearchMode
 from .._errors import InputError
 from .._text._snippet import Snippet
+from ._pages import PagePayload
 from ._rules import (
     DOC_ID_PATTERN,
+    DOCVEC_RULE,
+    MAX_K,
+    MAX_PREFETCH,
+    MAX_RERANK,
+    QUERY_PATTERN,
     TAG_KEY_PATTERN,
     TAG_VALUE_PATTERN,
+    JsonBool,
+    JsonInt,
+    check_k,
+    check_prefetch,
+    check_query,
+    check_rerank,
     check_tags_mapping,
-    display_name,
     parse_tag,
     parse_tags,
+    rule,
     tag_dict,
 )
 
-__all__ = ["FILTER_KEYS", "Hit", "SearchFilter", "SearchMode"]
+__all__ = [
+    "FILTER_KEYS",
+    "MAX_QUERY_CHARS",
+    "Hit",
+    "ModeChoice",
+    "ModeParts",
+    "Search",
+    "SearchFilter",
+    "SearchMode",
+    "SearchOptions",
+    "SearchResult",
+    "mode_parts",
+]
+
+#: The longest query a search takes, in characters (a question, not a document).
+MAX_QUERY_CHARS = 1000
 
 
-#: How a search scores pages (see docvec._pipeline._search.search): by the page's look (dense, multi,
-#: hybrid), by keywords in its text (text), or both fused (``dense+text`` and the like); ``auto`` picks
-#: hybrid on a multi-vector collection, dense otherwise, fused with text on a collection with text.
-SearchMode = Literal["dense", "multi", "hybrid", "text", "dense+text", "multi+text", "hybrid+text"]
+@dataclass(frozen=True)
+class ModeParts:
+    """A search mode read: its visual ranking (``None`` for a keyword search) and whether the keyword
+    ranking takes part (alone, or fused with the visual one)."""
+
+    visual: Literal["dense", "multi", "hybrid"] | None
+    text: bool
+
+    @property
+    def tokens(self) -> bool:
+        """Whether the visual ranking needs the pages' token vectors (a multi-vector collection)."""
+        return self.visual in ("multi", "hybrid")
+
+
+def mode_parts(mode: SearchMode) -> ModeParts:
+    """What ``mode`` scores pages by: the one place a mode's spelling is read."""
+    visual, _, fused = mode.partition("+")
+    if visual == "text":
+        return ModeParts(None, True)
+    assert visual in ("dense", "multi", "hybrid"), mode
+    return ModeParts(visual, bool(fused))  # type: ignore[arg-type]
+
 
 #: The keys ``--filter`` and ``GET /search`` take, and what each means.
 FILTER_KEYS = {
@@ -135,11 +185,8 @@ class SearchFilter(BaseModel):
 
 class Hit(BaseModel):
     """One matching page: its document, 1-based page number, score and tags; on a collection with text, a
-    snippet of its text around the query's terms, and, when asked for, its whole text.
-
-    ``payload`` (everything stored with the page) is there for callers; its JSON form (``model_dump``,
-    what ``docvec search --json``, the batch-query flow and the API print) leaves it out.
-    """
+    snippet of its text around the query's terms, and, when asked for, its whole text. The same in this
+    process and from a server (the page image of a hit: :meth:`docvec.Index.page_file`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -167,7 +214,6 @@ class Hit(BaseModel):
         None, description="A short excerpt of the page's text around the query's terms (with text only)."
     )
     text: str | None = Field(None, description="The page's whole text, when the search asked for it.")
-    payload: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @field_serializer("score")
     def _round_score(self, score: float) -> float:
@@ -178,14 +224,170 @@ class Hit(BaseModel):
         return None if score is None else round(score, 6)
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any], score: float) -> Hit:
-        """The hit for a stored page's payload."""
+    def of_page(cls, page: PagePayload, score: float, **found: Any) -> Hit:
+        """The hit for a stored page, its ``score`` and what the search ``found`` of it (snippet, text,
+        rerank_score)."""
         return cls(
-            doc_id=str(payload.get("doc_id")),
-            source=str(payload.get("source")),
-            name=display_name(payload),
-            page=int(payload.get("page", 1)),
+            doc_id=page.doc_id,
+            source=page.source,
+            name=page.display_name,
+            page=page.page,
             score=score,
-            tags=tag_dict(payload.get("tags") or ()),
-            payload=payload,
+            tags=tag_dict(page.tags),
+            **found,
         )
+
+
+# -- the search as one value -----------------------------------------------------------------------------
+
+# The bounds are in the schema; the values are checked by docvec's rules (the library's messages), not by
+# pydantic's constraints. A number of pages is JSON Schema's integer: 20 and 20.0, never true or "20".
+QueryText = Annotated[
+    str,
+    Field(
+        max_length=MAX_QUERY_CHARS,
+        json_schema_extra={"minLength": 1, "pattern": QUERY_PATTERN},
+        description="What to look for.",
+    ),
+    rule(check_query),
+]
+K = Annotated[
+    JsonInt,
+    Field(json_schema_extra={"minimum": 1, "maximum": MAX_K}, description="How many pages to return."),
+    rule(check_k),
+]
+Prefetch = Annotated[
+    JsonInt | None,
+    Field(
+        json_schema_extra={"minimum": 1, "maximum": MAX_PREFETCH},
+        description="Hybrid mode: pages the dense vector finds for MaxSim to rerank (DOCVEC_PREFETCH).",
+    ),
+    rule(check_prefetch),
+]
+Rerank = Annotated[
+    JsonInt | None,
+    Field(
+        json_schema_extra={"minimum": 0, "maximum": MAX_RERANK},
+        description=(
+            "A second stage: the reranker reads the first stage's best this many pages (at least k) with "
+            "the query and the k it scores highest come back in its order; 0: none; default: "
+            "DOCVEC_RERANK. Without a reranker (DOCVEC_RERANK_MODEL) a search that asks is refused (409)."
+        ),
+    ),
+    rule(lambda rerank: check_rerank(rerank, 1)),  # the range; against k: the model's own check
+]
+Mode = Annotated[
+    ModeChoice | None,
+    Field(description="How pages are scored (default: DOCVEC_SEARCH_MODE, auto): see docs/search.md."),
+]
+WithText = Annotated[
+    JsonBool,
+    Field(
+        description="Give each hit's whole page text too (a collection with text): one round trip for RAG."
+    ),
+]
+
+
+class SearchOptions(TypedDict, total=False):
+    """A search's options besides its query, ``k`` and filter, as keyword arguments (``Index.search(query,
+    k, filter, mode=..., ...)``): :class:`Search`'s fields, each checked as the value checks it."""
+
+    mode: ModeChoice | None
+    prefetch: int | None
+    with_text: bool
+    rerank: int | None
+
+
+class Search(BaseModel):
+    """One search: a query and how to answer it. Every face takes this value (the library's
+    :meth:`docvec.Index.search`, ``POST /search``, whose body is its JSON form, ``GET /search``, ``docvec
+    search``, the batch-query flow) and checks it by the same rules, in the same words."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: QueryText
+    # ``top_k``: the name before docvec settled on ``k`` everywhere; still accepted
+    k: K = Field(5, validation_alias=AliasChoices("k", "top_k"))
+    filter: SearchFilter | None = None
+    mode: Mode = None
+    prefetch: Prefetch = None
+    with_text: WithText = False
+    rerank: Rerank = None
+
+    @model_validator(mode="after")
+    def _rerank_reaches_k(self) -> Search:
+        # the reranker orders the best `rerank` pages and the search returns k of them
+        if self.rerank is not None:
+            try:
+                check_rerank(self.rerank, self.k)
+            except InputError as e:
+                raise PydanticCustomError(DOCVEC_RULE, "{reason}", {"reason": e.reason}) from None
+        return self
+
+    @classmethod
+    def of(cls, query: str | Search, /, **options: Any) -> Search:
+        """``query`` itself when it is a search (``options`` replacing its fields), else the search of
+        ``query`` with ``options`` (:class:`SearchOptions`, ``k``, ``filter``); an option given as
+        ``None`` is left to the default (for each, None means that). :class:`~docvec.InputError` naming
+        what is wrong, in the words of docvec's rules."""
+        options = {name: value for name, value in options.items() if value is not None}
+        if isinstance(query, Search):
+            if not options:
+                return query
+            fields = {name: getattr(query, name) for name in query.model_fields_set} | options
+        else:
+            fields = {"query": query, **options}
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as e:
+            first = e.errors()[0]
+            if first["type"] == DOCVEC_RULE:
+                raise InputError(first["msg"]) from None
+            where = ".".join(str(p) for p in first.get("loc", ())) or "search"
+            raise InputError(f"{where}: {first['msg']}") from None
+
+
+class SearchResult(BaseModel):
+    """What a search answers: its hits, best first, and how it was answered (the mode that scored the pages,
+    the reranker's depth). It is a sequence of its hits: ``for hit in index.search(...)``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query: str
+    k: int
+    mode: SearchMode = Field(
+        description="How the pages were scored: the modes that answered (dense+text: both rankings, fused)."
+    )
+    rerank: int = Field(
+        0,
+        ge=0,
+        le=MAX_RERANK,
+        description=(
+            "The second stage's depth: the reranker read the first stage's best this many pages (all there "
+            "were, when fewer matched) and the hits are in its order, each with its rerank_score; 0: the "
+            "search was not reranked."
+        ),
+    )
+    hits: Sequence[Hit]
+
+    # A sequence of hits, as a search answered before it said how: iterating a model yields its fields
+    # (pydantic's ``dict(model)``), which nothing of docvec's uses
+    def __iter__(self) -> Iterator[Hit]:  # type: ignore[override]
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, i: int) -> Hit:
+        return self.hits[i]
+
+    def __bool__(self) -> bool:
+        return bool(self.hits)
+
+    def __eq__(self, other: object) -> bool:
+        # a list of hits compares with the hits: what a search answered before it said how
+        if isinstance(other, list):
+            return list(self.hits) == other
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list: as unhashable as one

@@ -26,7 +26,7 @@ from ._core import VERSION_RE, Store
 from ._layout import LAYOUT
 from ._owner import read_owner_token
 from ._pages import PageStore, StoredPage
-from ._points import Filter, Point, ScoredPoint, point_id
+from ._points import Dense, Filter, Fused, Hybrid, Keywords, MaxSim, Point, ScoredPoint, StoreQuery, point_id
 
 if TYPE_CHECKING:
     from ._edge import EdgeBackend
@@ -36,13 +36,19 @@ __all__ = [
     "LAYOUT",
     "VERSION_RE",
     "Backend",
+    "Dense",
     "EdgeBackend",
     "Filter",
+    "Fused",
+    "Hybrid",
+    "Keywords",
+    "MaxSim",
     "PageStore",
     "Point",
     "RemoteBackend",
     "ScoredPoint",
     "Store",
+    "StoreQuery",
     "StoredPage",
     "open_store",
     "point_id",

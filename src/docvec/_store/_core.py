@@ -21,15 +21,29 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Literal, overload
 
 import numpy as np
-import numpy.typing as npt
 
 from .._closing import Closing
 from .._config import COLLECTION_NAME_RE, VERSION_RE
 from .._errors import CollectionNotFoundError, ConflictError, StoreError
-from .._text._terms import SparseVector
+from .._records import PagePayload
 from ._backend import Backend
 from ._layout import LAYOUT
-from ._points import Filter, Point, Record, ScoredPoint, Visual, canonical_id, check_terms, token_array
+from ._points import (
+    Dense,
+    Filter,
+    Fused,
+    Hybrid,
+    Keywords,
+    MaxSim,
+    Point,
+    Record,
+    ScoredPoint,
+    StoreQuery,
+    Visual,
+    canonical_id,
+    check_terms,
+    token_array,
+)
 
 __all__ = ["DELETE_BATCH", "VERSION_RE", "Store"]
 
@@ -357,6 +371,19 @@ class Store(Closing):
             return self._points(target, flt, batch, without)
         return ((r.id, r.payload) for r in self._records(target, flt, batch, vectors=(), without=without))
 
+    def pages(
+        self, name: str, flt: Filter | None = None, *, batch: int = 256, with_text: bool = False
+    ) -> Iterator[tuple[str, PagePayload]]:
+        """:meth:`scroll`'s ``(id, payload)`` pairs, each payload read as the page docvec stored
+        (:class:`~docvec.PagePayload`): the one place stored pages are read back, through the type they
+        were written with."""
+        for pid, payload in self.scroll(name, flt, batch=batch, with_text=with_text):
+            yield pid, PagePayload.model_validate(payload)
+
+    def page(self, name: str, flt: Filter) -> PagePayload | None:
+        """Any one page matching ``flt`` (a document's pages all carry its summary), or ``None``."""
+        return next((page for _, page in self.pages(name, flt, batch=1)), None)
+
     def _records(
         self, name: str, flt: Filter | None, batch: int, *, vectors: tuple[str, ...], without: tuple[str, ...]
     ) -> Iterator[Record]:
@@ -399,43 +426,32 @@ class Store(Closing):
         total = self.backend.count(target, None)
         return self.backend.facet(target, field, max(total, 1))
 
-    def search(
-        self,
-        name: str,
-        vector: npt.ArrayLike | None,
-        k: int,
-        flt: Filter | None = None,
-        *,
-        tokens: npt.ArrayLike | None = None,
-        prefetch: int | None = None,
-        terms: SparseVector | None = None,
-        depth: int = 100,
-        weight: float = 1.0,
-    ) -> list[ScoredPoint]:
-        """The ``k`` best points among those matching ``flt``, best first, by one of these scores:
-
-        - ``vector`` alone: cosine similarity to the dense vector;
-        - ``tokens`` alone (a multi-vector collection): MaxSim of the query's token vectors over every point;
-        - both, and ``prefetch`` N: the N points most similar to ``vector``, reranked by MaxSim (one query);
-        - ``terms`` alone (a collection with text): the keyword score, BM25 with the store's IDF;
-        - ``terms`` and one of the visual queries above: reciprocal rank fusion (k ``LAYOUT.rrf_k``) of the
-          visual ranking's best ``depth`` points and the keyword ranking's, the keyword ranking weighted
-          ``weight`` against the visual one's 1 (Qdrant's weighted RRF: a weight divides the ranking's
-          positions), in one query. A point found by one ranking only still counts.
-        """
+    def search(self, name: str, query: StoreQuery, k: int, flt: Filter | None = None) -> list[ScoredPoint]:
+        """The ``k`` best points among those matching ``flt``, best first, as ``query`` scores them: by a
+        dense vector (:class:`Dense`), by MaxSim over every point's token vectors (:class:`MaxSim`, a
+        multi-vector collection), by MaxSim over the dense vector's best points (:class:`Hybrid`), by
+        keywords in the points' text (:class:`Keywords`, a collection with text), or a visual ranking fused
+        with the keyword one (:class:`Fused`). A keyword query without a term finds nothing (fused: the
+        visual ranking alone)."""
         _check_positive(f"collection {name!r}: k", k)
         target, dim = self._open(name)
-        visual = self._visual(name, target, dim, vector, tokens, prefetch, k)
-        if terms is not None:
+        wanted: Dense | MaxSim | Hybrid | None
+        keywords: Keywords | None = None
+        depth, weight = k, 1.0
+        if isinstance(query, Fused):
+            wanted, keywords, depth, weight = query.visual, query.keywords, query.depth, query.weight
+        elif isinstance(query, Keywords):
+            wanted, keywords = None, query
+        else:
+            wanted = query
+        visual = None if wanted is None else self._visual(name, target, dim, wanted, k)
+        if keywords is not None:
             if not self.has_text(target):
                 raise StoreError(f"collection {name!r} keeps no text: it has no keyword index to search")
-            check_terms(f"collection {name!r}: the query", terms)
+            terms = check_terms(f"collection {name!r}: the query", keywords.terms)
             _check_positive(f"collection {name!r}: depth", depth)
-            if (
-                isinstance(weight, bool)
-                or not isinstance(weight, int | float)
-                or not 0 <= weight < float("inf")
-            ):
+            number = isinstance(weight, int | float) and not isinstance(weight, bool)
+            if not number or not 0 <= weight < float("inf"):
                 raise StoreError(
                     f"collection {name!r}: the keyword weight must be a number >= 0, got {weight!r}"
                 )
@@ -444,50 +460,40 @@ class Store(Closing):
             if visual is None:
                 return []  # no term to look up, and no visual ranking: nothing
             # no term to look up: the visual ranking alone
-        if visual is None:
-            raise StoreError(f"collection {name!r}: a search needs a query vector or token vectors")
+        assert visual is not None
         if visual.tokens is None:
             assert visual.vector is not None
             return self.backend.search(target, visual.vector, k, flt)
         first = None if visual.vector is None or visual.prefetch is None else (visual.vector, visual.prefetch)
         return self.backend.search_tokens(target, visual.tokens, k, flt, first)
 
-    def _visual(
-        self,
-        name: str,
-        target: str,
-        dim: int,
-        vector: npt.ArrayLike | None,
-        tokens: npt.ArrayLike | None,
-        prefetch: int | None,
-        k: int,
-    ) -> Visual | None:
-        """The checked visual half of a search, ``None`` when it has none."""
+    def _visual(self, name: str, target: str, dim: int, query: Dense | MaxSim | Hybrid, k: int) -> Visual:
+        """A visual query, checked against the collection, as the backends take it."""
+        if not isinstance(query, Dense | MaxSim | Hybrid):
+            raise StoreError(f"collection {name!r}: {type(query).__name__} is no search the store knows")
         vec = None
-        if vector is not None:
-            vec = np.asarray(vector, dtype=np.float32)
+        if isinstance(query, Dense | Hybrid):
+            vec = np.asarray(query.vector, dtype=np.float32)
             if vec.ndim != 1 or vec.shape[0] != dim:
                 raise StoreError(
                     f"collection {name!r}: query vector has shape {vec.shape}, expected ({dim},)"
                 )
             if not np.isfinite(vec).all():
                 raise StoreError(f"collection {name!r}: query vector has NaN or infinite values")
-        if tokens is None:
-            return None if vec is None else Visual(vector=vec)
+        if isinstance(query, Dense):
+            return Visual(vector=vec)
         width = self.token_dim(target)
         if width is None:
             raise StoreError(f"collection {name!r} is single-vector: it has no token vectors to search")
-        query = token_array(f"collection {name!r}: the query", tokens)
-        if query.shape[1] != width:
+        tokens = token_array(f"collection {name!r}: the query", query.tokens)
+        if tokens.shape[1] != width:
             raise StoreError(
-                f"collection {name!r}: query token vectors are {query.shape[1]}-d, expected {width}-d"
+                f"collection {name!r}: query token vectors are {tokens.shape[1]}-d, expected {width}-d"
             )
-        if (vec is None) != (prefetch is None):
-            raise StoreError(f"collection {name!r}: a prefetch needs both a query vector and its size N")
-        if prefetch is not None:
-            _check_positive(f"collection {name!r}: prefetch", prefetch)
-            return Visual(vector=vec, tokens=query, prefetch=max(prefetch, k))
-        return Visual(tokens=query)
+        if isinstance(query, MaxSim):
+            return Visual(tokens=tokens)
+        _check_positive(f"collection {name!r}: prefetch", query.prefetch)
+        return Visual(vector=vec, tokens=tokens, prefetch=max(query.prefetch, k))
 
     # -- maintenance and lifetime ------------------------------------------------------------------
 

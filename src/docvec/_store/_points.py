@@ -15,10 +15,16 @@ from .._errors import StoreError
 from .._text._terms import SparseVector
 
 __all__ = [
+    "Dense",
     "Filter",
+    "Fused",
+    "Hybrid",
+    "Keywords",
+    "MaxSim",
     "Point",
     "Record",
     "ScoredPoint",
+    "StoreQuery",
     "Visual",
     "canonical_id",
     "check_terms",
@@ -107,6 +113,54 @@ class Visual:
     vector: npt.NDArray[np.float32] | None = None
     tokens: npt.NDArray[np.float32] | None = None
     prefetch: int | None = None
+
+
+@dataclass(frozen=True)
+class Dense:
+    """Score points by cosine similarity to a dense ``vector``."""
+
+    vector: npt.ArrayLike
+
+
+@dataclass(frozen=True)
+class MaxSim:
+    """Score every point by MaxSim of the query's token vectors over its own (a multi-vector collection)."""
+
+    tokens: npt.ArrayLike
+
+
+@dataclass(frozen=True)
+class Hybrid:
+    """The ``prefetch`` points most similar to the dense ``vector``, reranked by MaxSim of ``tokens``
+    (one query)."""
+
+    vector: npt.ArrayLike
+    tokens: npt.ArrayLike
+    prefetch: int
+
+
+@dataclass(frozen=True)
+class Keywords:
+    """Score points by the query's ``terms`` in their text: BM25 with the store's IDF (a collection with
+    text)."""
+
+    terms: SparseVector
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A ``visual`` ranking and a keyword one fused by reciprocal rank fusion: each ranking's best ``depth``
+    points, the keyword ranking weighted ``weight`` against the visual one's 1 (Qdrant's weighted RRF: a
+    weight divides the ranking's positions), in one query. A point found by one ranking only counts."""
+
+    visual: Dense | MaxSim | Hybrid
+    keywords: Keywords
+    depth: int = 100
+    weight: float = 1.0
+
+
+#: What a search asks of the store: one value, its kind its meaning (:meth:`docvec._store.Store.search`).
+StoreQuery = Dense | MaxSim | Hybrid | Keywords | Fused
 
 
 def check_terms(what: str, terms: SparseVector) -> SparseVector:

@@ -11,7 +11,7 @@ never the multi-GB shards), the task adapter's LoRA for it is merged in (both as
 does for a local checkpoint: :mod:`docvec._tools._safetensors`), and the result is written to docvec's own
 cache folder, so that a second pull reads nothing.
 
-Every huggingface_hub or network failure is turned into a :class:`~docvec.ToolError` that names the
+Every huggingface_hub or network failure is turned into a :class:`~docvec._errors.ToolError` that names the
 repository and the file and says what to do.
 """
 

@@ -145,7 +145,7 @@ def document_pages(
 ) -> list[PagePayload]:
     """A document's indexed pages in order, everything stored with each (its source path on the server
     included)."""
-    return _index(request).pages_of(doc_id)
+    return _index(request).stored_pages(doc_id)
 
 
 @router.delete("/documents", response_model=models.DeleteResponse)

@@ -36,8 +36,8 @@ from .._errors import (
     TooLargeError,
     error_fields,
 )
-from .._records import shortened
-from ._models import DOCVEC_RULE, ErrorResponse
+from .._records import DOCVEC_RULE, shortened
+from ._models import ErrorResponse
 
 __all__ = ["error_response", "install_error_handlers", "status_of"]
 

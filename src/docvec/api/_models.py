@@ -3,33 +3,36 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import InputError
 from .._records import (
     DOC_ID_PATTERN,
     MAX_K,
     MAX_PREFETCH,
+    MAX_QUERY_CHARS,
     MAX_RERANK,
     QUERY_PATTERN,
     TAG_PATTERN,
     DocumentList,
     DocumentSummary,
     Hit,
-    JsonInt,
+    ModeChoice,
+    Page,
     PageText,
+    Search,
     SearchFilter,
-    SearchMode,
+    SearchResult,
     Upload,
     check_k,
     check_prefetch,
     check_query,
     check_rerank,
     parse_tag,
+    rule,
 )
 from ._jobs import Job
 
@@ -42,7 +45,6 @@ __all__ = [
     "HealthResponse",
     "IngestRequest",
     "PageInfo",
-    "QueryText",
     "SearchHitOut",
     "SearchParams",
     "SearchRequest",
@@ -52,106 +54,34 @@ __all__ = [
     "TagText",
 ]
 
-MAX_QUERY_CHARS = 1000
-#: the type of a validation error that breaks one of docvec's own rules: its message is docvec's, as
-#: without a server (see docvec.api._errors)
-DOCVEC_RULE = "docvec_rule"
-
-
-def _rule(check: Callable[[Any], Any]) -> AfterValidator:
-    """docvec's own check of a value as a validator: what it raises is the validation error's message."""
-
-    def validate(value: Any) -> Any:
-        if value is not None:
-            try:
-                check(value)
-            except InputError as e:
-                raise PydanticCustomError(DOCVEC_RULE, "{reason}", {"reason": e.reason}) from None
-        return value
-
-    return AfterValidator(validate)
-
-
-# The bounds are in the schema; the values are checked by docvec's rules (the same messages as the
-# library's), not by pydantic's constraints.
-QueryText = Annotated[
-    str,
-    Field(
-        max_length=MAX_QUERY_CHARS,
-        json_schema_extra={"minLength": 1, "pattern": QUERY_PATTERN},
-        description="What to look for.",
-    ),
-    _rule(check_query),
-]
 #: ``key=value``, as ``docvec ingest --tag`` takes it
-TagText = Annotated[str, Field(json_schema_extra={"pattern": TAG_PATTERN}), _rule(parse_tag)]
-K = Annotated[
+TagText = Annotated[str, Field(json_schema_extra={"pattern": TAG_PATTERN}), rule(parse_tag)]
+
+#: ``POST /search``'s body: the search itself, as every face takes it (its JSON form)
+SearchRequest = Search
+
+# A query string carries text: its numbers and booleans are parsed from it, by the same rules and bounds.
+_K = Annotated[
     int,
     Field(json_schema_extra={"minimum": 1, "maximum": MAX_K}, description="How many pages to return."),
-    _rule(check_k),
+    rule(check_k),
 ]
-Mode = Annotated[
-    Literal["auto", "dense", "multi", "hybrid", "text", "dense+text", "multi+text", "hybrid+text"] | None,
-    Field(description="How pages are scored (default: the server's DOCVEC_SEARCH_MODE, auto)."),
-]
-WithText = Annotated[
-    bool,
-    Field(
-        description="Give each hit's whole page text too (a collection with text): one round trip for RAG."
-    ),
-]
-Prefetch = Annotated[
+_Prefetch = Annotated[
     int | None,
     Field(
         json_schema_extra={"minimum": 1, "maximum": MAX_PREFETCH},
-        description="Hybrid mode: pages the dense vector finds for MaxSim to rerank.",
+        description=Search.model_fields["prefetch"].description,
     ),
-    _rule(check_prefetch),
+    rule(check_prefetch),
 ]
-
-
-def _check_rerank_range(rerank: object) -> None:
-    # the range only: rerank against k is checked by the search (Index.search), as without a server
-    check_rerank(rerank, 1)
-
-
-_RERANK = Field(
-    json_schema_extra={"minimum": 0, "maximum": MAX_RERANK},
-    description=(
-        "A second stage: the reranker reads the first stage's best this many pages (at least k) with the "
-        "query and the k it scores highest come back in its order; 0: none; default: the server's "
-        "DOCVEC_RERANK. A server without a reranker (DOCVEC_RERANK_MODEL) answers 409."
-    ),
-)
-Rerank = Annotated[int | None, _RERANK, _rule(_check_rerank_range)]
-# In a JSON body a number of pages is JSON Schema's integer, as the schema says: 20 and 20.0, never true or
-# "20" (the query string's "20" is parsed by the fields above).
-JsonK = Annotated[JsonInt, Field(json_schema_extra={"minimum": 1, "maximum": MAX_K}), _rule(check_k)]
-JsonPrefetch = Annotated[
-    JsonInt | None,
+_Rerank = Annotated[
+    int | None,
     Field(
-        json_schema_extra={"minimum": 1, "maximum": MAX_PREFETCH},
-        description="Hybrid mode: pages the dense vector finds for MaxSim to rerank.",
+        json_schema_extra={"minimum": 0, "maximum": MAX_RERANK},
+        description=Search.model_fields["rerank"].description,
     ),
-    _rule(check_prefetch),
+    rule(lambda rerank: check_rerank(rerank, 1)),
 ]
-JsonRerank = Annotated[JsonInt | None, _RERANK, _rule(_check_rerank_range)]
-
-
-class SearchRequest(BaseModel):
-    """``POST /search``'s body."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: QueryText
-    # ``top_k``: the name before docvec settled on ``k`` everywhere; still accepted
-    k: JsonK = Field(5, validation_alias=AliasChoices("k", "top_k"), description="How many pages to return.")
-    filter: SearchFilter | None = None
-    mode: Mode = None
-    prefetch: JsonPrefetch = None
-    # strict in a JSON body: 0 or "yes" is not a boolean there (the query string's "true" is parsed)
-    with_text: Annotated[WithText, Field(strict=True)] = False
-    rerank: JsonRerank = None
 
 
 class SearchParams(BaseModel):
@@ -159,8 +89,12 @@ class SearchParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    q: QueryText
-    k: K = 5
+    q: Annotated[
+        str,
+        Field(max_length=MAX_QUERY_CHARS, json_schema_extra={"minLength": 1, "pattern": QUERY_PATTERN}),
+        rule(check_query),
+    ]
+    k: _K = 5
     # the bounds in the schema, the values checked as --filter's are (SearchFilter.parse)
     doc_id: Annotated[str, Field(json_schema_extra={"pattern": DOC_ID_PATTERN})] | None = Field(
         None, description="Only this document (32 hex digits)."
@@ -173,14 +107,15 @@ class SearchParams(BaseModel):
         ),
     )
     tag: list[TagText] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
-    mode: Mode = None
-    prefetch: Prefetch = None
-    with_text: WithText = False
-    rerank: Rerank = None
+    mode: ModeChoice | None = Field(None, description=Search.model_fields["mode"].description)
+    prefetch: _Prefetch = None
+    with_text: bool = Field(False, description=Search.model_fields["with_text"].description)
+    rerank: _Rerank = None
 
-    def to_filter(self) -> SearchFilter | None:
-        """The filter these parameters ask for, checked as ``--filter`` is (a bad one is a 400); the source
-        as given (the caller's terms: see :func:`docvec.api._routes._reader_filter`)."""
+    def to_search(self) -> Search:
+        """The search these parameters ask for, checked as ``POST /search``'s body and ``--filter`` are (a
+        bad one is a 400); the source as given (the caller's terms: see
+        :func:`docvec.api._routes._reader_filter`)."""
         if self.doc_id is not None and not re.fullmatch(DOC_ID_PATTERN, self.doc_id):
             # an empty one too: it is no filter the schema admits, not "no filter"
             raise InputError("filter doc_id: a document id is 32 hex digits")
@@ -189,7 +124,8 @@ class SearchParams(BaseModel):
         flt = SearchFilter.parse(items) if items else None
         if self.source is not None:
             flt = (flt or SearchFilter()).model_copy(update={"source": self.source})
-        return flt
+        given = self.model_dump(include=self.model_fields_set & {"mode", "prefetch", "with_text", "rerank"})
+        return Search.of(self.q, k=self.k, filter=flt, **given)
 
 
 def page_urls(doc_id: str, page: int) -> dict[str, str]:
@@ -213,38 +149,20 @@ class SearchHitOut(Hit):
     @classmethod
     def from_hit(cls, hit: Hit) -> SearchHitOut:
         """The API's form of a library hit."""
-        return cls.model_validate(
-            {**hit.model_dump(), "payload": hit.payload, **page_urls(hit.doc_id, hit.page)}
-        )
+        return cls.model_validate({**hit.model_dump(), **page_urls(hit.doc_id, hit.page)})
 
 
-class SearchResponse(BaseModel):
-    """The best pages for a query, best first."""
+class SearchResponse(SearchResult):
+    """The best pages for a query, best first, and how they were found (:class:`docvec.SearchResult`),
+    each with where its images and file are served."""
 
-    query: str
-    k: int
-    mode: SearchMode = Field(
-        description="How the pages were scored: the modes that answered (dense+text: both rankings, fused)."
-    )
-    rerank: int = Field(
-        0,
-        ge=0,
-        le=MAX_RERANK,
-        description=(
-            "The second stage's depth: the reranker read the first stage's best this many pages (all there "
-            "were, when fewer matched) and the hits are in its order, each with its rerank_score; 0: the "
-            "search was not reranked."
-        ),
-    )
-    hits: list[SearchHitOut]
+    hits: Sequence[SearchHitOut]
 
 
-class PageInfo(BaseModel):
-    """One indexed page of a document."""
+class PageInfo(Page):
+    """One indexed page of a document (:class:`docvec.Page`), with where its images and its document's
+    file are served."""
 
-    page: int = Field(ge=1)
-    width: int
-    height: int
     thumbnail_url: str
     image_url: str
     file_url: str

@@ -24,11 +24,12 @@ from .._records import (
     DOC_ID_PATTERN,
     DocumentList,
     DocumentSummary,
+    Page,
     PageText,
+    Search,
     SearchFilter,
     Upload,
     parse_tags,
-    rerank_depth,
     shortened,
 )
 from . import _models as models
@@ -189,43 +190,28 @@ def _model_name(model: str) -> str:
     return ",".join(Path(part.strip()).name for part in model.split(","))
 
 
-def _search(
-    request: Request,
-    index: Index,
-    query: str,
-    k: int,
-    flt: SearchFilter | None,
-    mode: str | None,
-    prefetch: int | None,
-    with_text: bool,
-    rerank: int | None,
-) -> models.SearchResponse:
-    chosen = index.search_mode(mode)  # type: ignore[arg-type]
-    depth = rerank_depth(rerank, index.settings.rerank, k)
-    flt = _reader_filter(request, flt)
-    hits = index.search(query, k, flt, mode=chosen, prefetch=prefetch, with_text=with_text, rerank=depth)
-    out = [_shown(request, models.SearchHitOut.from_hit(h)) for h in hits]
-    return models.SearchResponse(query=query, k=k, mode=chosen, rerank=depth, hits=out)
+def _answer(request: Request, search: Search) -> models.SearchResponse:
+    """The index's answer to ``search`` as this caller may see it (a reader names and is shown sources
+    in the server's terms for readers)."""
+    search = search.model_copy(update={"filter": _reader_filter(request, search.filter)})
+    result = _index(request).search(search)
+    hits = [_shown(request, models.SearchHitOut.from_hit(h)) for h in result]
+    return models.SearchResponse.model_validate({**result.model_dump(exclude={"hits"}), "hits": hits})
 
 
 @router.post("/search", response_model=models.SearchResponse)
-def search_post(request: Request, body: models.SearchRequest) -> models.SearchResponse:
+def search_post(request: Request, body: Search) -> models.SearchResponse:
     """The pages that best match a query, best first, optionally within a document or tags, and reranked
-    (``rerank``: 409 from a server without a reranker)."""
-    index = _index(request)
-    return _search(
-        request, index, body.query, body.k, body.filter, body.mode, body.prefetch, body.with_text, body.rerank
-    )
+    (``rerank``: 409 from a server without a reranker); the answer says the mode and the reranker's depth
+    that answered it."""
+    return _answer(request, body)
 
 
 @router.get("/search", response_model=models.SearchResponse)
 def search_get(request: Request, params: Annotated[models.SearchParams, Query()]) -> models.SearchResponse:
     """``GET /search?q=...&k=...&doc_id=...&source=...&tag=key=value&rerank=...``: the same search, for
     links and quick tries."""
-    index, flt = _index(request), params.to_filter()
-    return _search(
-        request, index, params.q, params.k, flt, params.mode, params.prefetch, params.with_text, params.rerank
-    )
+    return _answer(request, params.to_search())
 
 
 @router.get("/documents", response_model=DocumentList)
@@ -243,14 +229,13 @@ def list_documents(
 @router.get("/documents/{doc_id}", response_model=models.DocumentDetail)
 def get_document(request: Request, doc_id: _DOC_ID) -> models.DocumentDetail:
     """One document and its indexed pages."""
-    index = _index(request)
-    pages = index.pages_of(doc_id)
-    summary = _shown(request, DocumentSummary.from_payload(pages[0].model_dump(), pages_written=len(pages)))
+    stored = _index(request).stored_pages(doc_id)
+    summary = _shown(request, DocumentSummary.of(stored[0], pages_written=len(stored)))
     return models.DocumentDetail(
         **summary.model_dump(),
         pages=[
-            models.PageInfo(page=p.page, width=p.width, height=p.height, **models.page_urls(doc_id, p.page))
-            for p in pages
+            models.PageInfo.model_validate(Page.of(p).model_dump() | models.page_urls(doc_id, p.page))
+            for p in stored
         ],
     )
 
@@ -271,7 +256,8 @@ def document_file(request: Request, doc_id: _DOC_ID) -> FileResponse:
     """The document's file as it was indexed (the original of an upload), by the type its bytes have: a
     PDF or the image's own type, shown in the browser; anything else an attachment of bytes. Its name is
     its display name, with the extension of that type (an upload's name is the client's)."""
-    path, name, _ = _index(request).document_file(doc_id)
+    found = _index(request).document_file(doc_id)
+    path, name = found.path, found.name
     served = file_type(path)
     # an image or bytes shown on their own run nothing; a PDF gets no policy (Chromium's viewer is a
     # plugin a policy would block), its type being verified and never sniffed
