@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Literal, TypeVar, Unpack
 import httpx
 from pydantic import BaseModel
 
+from . import _records as records
 from ._closing import Closing
 from ._config import Settings
 from ._errors import (
@@ -37,24 +38,6 @@ from ._errors import (
 )
 from ._pipeline._ingest import IngestProgress, PageFn, ProgressFn
 from ._pipeline._search import choose_mode
-from ._records import (
-    DocumentFile,
-    DocumentList,
-    GcReport,
-    IngestReport,
-    ModeChoice,
-    Page,
-    PageText,
-    ReindexReport,
-    ReindexSpec,
-    Search,
-    SearchFilter,
-    SearchMode,
-    SearchOptions,
-    SearchResult,
-    Upload,
-    VersionInfo,
-)
 
 __all__ = ["RemoteIndex"]
 
@@ -157,7 +140,7 @@ class RemoteIndex(Closing):
                         current=job.get("current"),
                         page=job.get("page", 0),
                         page_count=job.get("page_count", 0),
-                        report=IngestReport(),
+                        report=records.IngestReport(),
                     )
                 )
             time.sleep(_POLL_S)
@@ -195,7 +178,7 @@ class RemoteIndex(Closing):
         recursive: bool = True,
         prune: bool = False,
         progress: ProgressFn | None = None,
-    ) -> IngestReport:
+    ) -> records.IngestReport:
         """Index files, folders and globs (see :meth:`docvec.Index.add`), by the server."""
         # the server's working folder is not this one: every path goes absolute (a glob stays a glob)
         body = {
@@ -204,7 +187,7 @@ class RemoteIndex(Closing):
             "recursive": recursive,
             "prune": prune,
         }
-        return self._follow(self._request("POST", "/ingest", json=body), IngestReport, progress)
+        return self._follow(self._request("POST", "/ingest", json=body), records.IngestReport, progress)
 
     def add_upload(
         self,
@@ -214,7 +197,7 @@ class RemoteIndex(Closing):
         tags: Sequence[str] = (),
         limit: int | None = None,
         progress: PageFn | None = None,
-    ) -> Upload:
+    ) -> records.Upload:
         """Send a document to the server and have it indexed there (see :meth:`docvec.Index.add_upload`);
         ``limit`` is the server's own (``DOCVEC_MAX_UPLOAD_MB``), and ``progress`` hears nothing: the
         request answers once the document is indexed."""
@@ -223,8 +206,8 @@ class RemoteIndex(Closing):
             "POST", "/documents", params={"wait": "true"}, files=files, data={"tag": list(tags)}
         )
         if sent.status_code == 202:  # the server stopped waiting (it is stopping): the job goes on there
-            return self._follow(sent.json(), Upload, None)
-        return Upload.model_validate(sent.json())
+            return self._follow(sent.json(), records.Upload, None)
+        return records.Upload.model_validate(sent.json())
 
     def delete(self, target: str, *, by: Literal["auto", "doc_id", "path"] = "auto") -> int:
         """Remove a document by id (or id prefix), or every document read from a path (on the server: an
@@ -244,19 +227,19 @@ class RemoteIndex(Closing):
 
     def search(
         self,
-        query: str | Search,
+        query: str | records.Search,
         k: int | None = None,
-        filter: SearchFilter | None = None,
-        **options: Unpack[SearchOptions],
-    ) -> SearchResult:
+        filter: records.SearchFilter | None = None,
+        **options: Unpack[records.SearchOptions],
+    ) -> records.SearchResult:
         """The pages that best match ``query`` (see :meth:`docvec.Index.search`), found by the server; its
         ``rerank`` default is the server's ``DOCVEC_RERANK`` (a server without a reranker refuses one:
         :class:`~docvec.ConflictError`). The search is checked here first, as the server checks it."""
-        request = Search.of(query, k=k, filter=filter, **options)
+        request = records.Search.of(query, k=k, filter=filter, **options)
         body = request.model_dump(mode="json", exclude_unset=True, exclude_none=True)
-        return SearchResult.model_validate(self._request("POST", "/search", json=body))
+        return records.SearchResult.model_validate(self._request("POST", "/search", json=body))
 
-    def search_mode(self, mode: ModeChoice | None = None) -> SearchMode:
+    def search_mode(self, mode: records.ModeChoice | None = None) -> records.SearchMode:
         """The mode a search with ``mode`` (default: the server's ``DOCVEC_SEARCH_MODE``) runs in, by the
         rule the server applies to what its collection keeps (``/healthz``)."""
         health = self._request("GET", "/healthz")
@@ -269,18 +252,18 @@ class RemoteIndex(Closing):
             collection=self.collection,
         )
 
-    def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
+    def documents(self, *, offset: int = 0, limit: int = 100) -> records.DocumentList:
         """Indexed documents ordered by source path, with the total."""
-        return DocumentList.model_validate(
+        return records.DocumentList.model_validate(
             self._request("GET", "/documents", params={"offset": offset, "limit": limit})
         )
 
-    def pages_of(self, doc_id: str) -> list[Page]:
+    def pages_of(self, doc_id: str) -> list[records.Page]:
         """A document's indexed pages in order; :class:`~docvec.NotFoundError` for an unknown document."""
         detail = self._request("GET", f"/documents/{doc_id}")
-        fields = set(Page.model_fields)
+        fields = set(records.Page.model_fields)
         return [
-            Page.model_validate({"doc_id": doc_id} | {k: v for k, v in p.items() if k in fields})
+            records.Page.model_validate({"doc_id": doc_id} | {k: v for k, v in p.items() if k in fields})
             for p in detail["pages"]
         ]
 
@@ -290,16 +273,16 @@ class RemoteIndex(Closing):
         suffix = "jpg" if thumbnail else "png"
         return self._download(f"/documents/{doc_id}/pages/{page}/{what}", f"{doc_id}-{page}-{what}.{suffix}")
 
-    def page_text(self, doc_id: str, page: int) -> PageText:
+    def page_text(self, doc_id: str, page: int) -> records.PageText:
         """The page's whole text as the server's index keeps it."""
-        return PageText.model_validate(self._request("GET", f"/documents/{doc_id}/pages/{page}/text"))
+        return records.PageText.model_validate(self._request("GET", f"/documents/{doc_id}/pages/{page}/text"))
 
-    def document_file(self, doc_id: str) -> DocumentFile:
+    def document_file(self, doc_id: str) -> records.DocumentFile:
         """The document's file as it was indexed, downloaded from the server, with its display name and
         kind."""
         info = self._request("GET", f"/documents/{doc_id}")
         path = self._download(f"/documents/{doc_id}/file", f"{doc_id}-{Path(str(info['name'])).name}")
-        return DocumentFile(path=path, name=str(info["name"]), kind=info["kind"])
+        return records.DocumentFile(path=path, name=str(info["name"]), kind=info["kind"])
 
     def count(self) -> int:
         """Pages in the index."""
@@ -308,23 +291,23 @@ class RemoteIndex(Closing):
     # -- versions ------------------------------------------------------------------------------------
 
     def reindex(
-        self, spec: ReindexSpec | None = None, *, progress: ProgressFn | None = None
-    ) -> ReindexReport:
+        self, spec: records.ReindexSpec | None = None, *, progress: ProgressFn | None = None
+    ) -> records.ReindexReport:
         """Rebuild the collection in the server, which switches to the new version without a restart."""
-        body = (spec or ReindexSpec()).model_dump(mode="json")
-        return self._follow(self._request("POST", "/reindex", json=body), ReindexReport, progress)
+        body = (spec or records.ReindexSpec()).model_dump(mode="json")
+        return self._follow(self._request("POST", "/reindex", json=body), records.ReindexReport, progress)
 
-    def versions(self) -> list[VersionInfo]:
+    def versions(self) -> list[records.VersionInfo]:
         """The collection's versions, oldest first."""
-        return [VersionInfo.model_validate(v) for v in self._request("GET", "/collections")]
+        return [records.VersionInfo.model_validate(v) for v in self._request("GET", "/collections")]
 
-    def drop_version(self, version: str) -> GcReport:
+    def drop_version(self, version: str) -> records.GcReport:
         """Delete a version that is not live (then collect the page store)."""
-        return GcReport.model_validate(self._request("DELETE", f"/collections/{version}"))
+        return records.GcReport.model_validate(self._request("DELETE", f"/collections/{version}"))
 
-    def gc(self) -> GcReport:
+    def gc(self) -> records.GcReport:
         """Remove the page images no version shows."""
-        return GcReport.model_validate(self._request("POST", "/gc"))
+        return records.GcReport.model_validate(self._request("POST", "/gc"))
 
     # -- lifetime ------------------------------------------------------------------------------------
 

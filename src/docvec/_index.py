@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, Unpack
 
+from . import _records as records
 from ._closing import Closing
 from ._config import Settings, settings_for
 from ._errors import (
@@ -41,27 +42,6 @@ from ._pipeline._ingest import Interrupted, PageFn, ProgressFn
 from ._pipeline._queue import QueuedUpload, UploadQueue
 from ._pipeline._sources import SourceDocument
 from ._pipeline._versions import list_versions
-from ._records import (
-    DocumentFile,
-    DocumentList,
-    GcReport,
-    IngestReport,
-    ModeChoice,
-    Page,
-    PagePayload,
-    PageText,
-    ReindexReport,
-    ReindexSpec,
-    Search,
-    SearchFilter,
-    SearchMode,
-    SearchOptions,
-    SearchResult,
-    Upload,
-    VersionInfo,
-    parse_tags,
-    rerank_depth,
-)
 from ._render import Renderer
 from ._store import VERSION_RE, Filter, PageStore, Store, open_store
 
@@ -173,14 +153,14 @@ class Index(Closing):
         recursive: bool = True,
         prune: bool = False,
         progress: ProgressFn | None = None,
-    ) -> IngestReport:
+    ) -> records.IngestReport:
         """Index files, folders (recursively) and glob patterns of PDFs and images.
 
         Unchanged files are skipped, changed ones replaced, moved ones updated without re-embedding;
         ``prune`` also removes documents whose files are gone. ``tags`` are ``key=value`` strings stored
         with every page. Bad documents and pages are failure records in the report, and the run goes on.
         """
-        tag_list = parse_tags(tags)  # before any work: a bad tag is the caller's mistake
+        tag_list = records.parse_tags(tags)  # before any work: a bad tag is the caller's mistake
         with self._write_lock:
             ingestor = self._live.ingest_stage()
             return ingestor.run(paths, recursive=recursive, prune=prune, tags=tag_list, progress=progress)
@@ -242,7 +222,7 @@ class Index(Closing):
         tags: Sequence[str] = (),
         limit: int | None = None,
         progress: PageFn | None = None,
-    ) -> Upload:
+    ) -> records.Upload:
         """Keep an uploaded document under the data folder's ``uploads/`` and index it.
 
         ``upload`` is the byte stream (then ``limit``, its largest size, is required), or what
@@ -254,7 +234,7 @@ class Index(Closing):
         cannot be indexed (:class:`~docvec.IngestError`, with the reasons). ``progress`` hears of each
         page.
         """
-        tag_list = parse_tags(tags)
+        tag_list = records.parse_tags(tags)
         if isinstance(upload, SourceDocument):
             document = upload
         elif limit is None:
@@ -271,9 +251,9 @@ class Index(Closing):
     def queue_upload(self, document: SourceDocument, *, tags: Sequence[str] = ()) -> QueuedUpload:
         """Queue what :meth:`keep_upload` kept, durably, to be indexed by :meth:`index_queued`: it survives a
         stop or a crash of this process until then (see :meth:`recover_uploads`)."""
-        return self._queue.add(document, collection=self.collection, tags=list(parse_tags(tags)))
+        return self._queue.add(document, collection=self.collection, tags=list(records.parse_tags(tags)))
 
-    def index_queued(self, upload_id: str, *, progress: PageFn | None = None) -> Upload:
+    def index_queued(self, upload_id: str, *, progress: PageFn | None = None) -> records.Upload:
         """Index a queued upload (see :meth:`queue_upload`), as :meth:`add_upload` does, and drop it from the
         queue once it is indexed or has failed.
 
@@ -336,7 +316,7 @@ class Index(Closing):
 
     def _index_kept(
         self, document: SourceDocument, *, shown: str, tags: list[str], progress: PageFn | None
-    ) -> Upload:
+    ) -> records.Upload:
         """Index an upload kept in ``uploads/``; the caller holds the write lock. The copy goes when it is
         not what the document is read from (not indexed, or indexed from elsewhere) and no page uses it."""
         ingestor = self._live.ingest_stage()
@@ -352,7 +332,7 @@ class Index(Closing):
                 f"{shown} could not be indexed: " + "; ".join(f.reason for f in report.failures),
                 [{**f.model_dump(exclude_none=True), "path": shown} for f in report.failures],
             )
-        return Upload(
+        return records.Upload(
             doc_id=document.doc_id,
             source=stored.source,
             name=stored.display_name,
@@ -373,11 +353,11 @@ class Index(Closing):
 
     def search(
         self,
-        query: str | Search,
+        query: str | records.Search,
         k: int | None = None,
-        filter: SearchFilter | None = None,
-        **options: Unpack[SearchOptions],
-    ) -> SearchResult:
+        filter: records.SearchFilter | None = None,
+        **options: Unpack[records.SearchOptions],
+    ) -> records.SearchResult:
         """The ``k`` pages (1..100, default 5) that best match ``query``, best first, among those the
         ``filter`` option admits: a :class:`~docvec.SearchResult` of :class:`~docvec.Hit`, which says how
         it was answered (``for hit in index.search(...)`` reads its hits).
@@ -401,8 +381,8 @@ class Index(Closing):
         size) made :class:`~docvec.CollectionMismatchError`. A search under way while the collection is
         switched to a new version is answered by one version or the other, whole.
         """
-        request = Search.of(query, k=k, filter=filter, **options)
-        depth = rerank_depth(request.rerank, self.settings.rerank, request.k)
+        request = records.Search.of(query, k=k, filter=filter, **options)
+        depth = records.rerank_depth(request.rerank, self.settings.rerank, request.k)
         reranker = self.reranker() if depth else None  # no reranker named: refused before any work
         try:
             return self._search(self._live.version(), request, depth, reranker)
@@ -412,8 +392,8 @@ class Index(Closing):
             return self._search(self._live.version(refresh=True), request, depth, reranker)
 
     def _search(
-        self, version: str | None, request: Search, depth: int, reranker: Reranker | None
-    ) -> SearchResult:
+        self, version: str | None, request: records.Search, depth: int, reranker: Reranker | None
+    ) -> records.SearchResult:
         """``request`` answered by ``version``: the first stage's best ``depth`` pages (``k`` without a
         second stage) reranked by ``reranker``."""
         if version is None:
@@ -437,11 +417,11 @@ class Index(Closing):
         )
         if reranker is not None:
             found = _rerank.rerank(reranker, self.pages, request.query, found, request.k)
-        return SearchResult(
+        return records.SearchResult(
             query=request.query, k=request.k, mode=mode, rerank=depth, hits=[f.hit() for f in found]
         )
 
-    def search_mode(self, mode: ModeChoice | None = None) -> SearchMode:
+    def search_mode(self, mode: records.ModeChoice | None = None) -> records.SearchMode:
         """The mode a search with ``mode`` (default: ``settings.search_mode``) runs in: ``auto`` is hybrid
         on a multi-vector collection and dense otherwise, fused with text (``hybrid+text``, ``dense+text``)
         on a collection with text; ``multi`` and ``hybrid`` need a multi-vector collection, ``text`` and the
@@ -453,27 +433,27 @@ class Index(Closing):
             mode or self.settings.search_mode, multivector=multi, text=text, collection=self.collection
         )
 
-    def documents(self, *, offset: int = 0, limit: int = 100) -> DocumentList:
+    def documents(self, *, offset: int = 0, limit: int = 100) -> records.DocumentList:
         """Indexed documents ordered by source path, ``limit`` of them from ``offset``, with the total. A
         document still being written (a long upload under way, a run a stop or a crash cut short) is listed
         as such (``state`` ``"writing"``, ``pages_written``), with no page counted as indexed: none of its
         pages is searchable yet."""
         version = self._live.version()
         if version is None:
-            return DocumentList(total=0, offset=offset, limit=limit, documents=[])
+            return records.DocumentList(total=0, offset=offset, limit=limit, documents=[])
         return _documents.list_documents(self._store, version, offset=offset, limit=limit)
 
-    def pages_of(self, doc_id: str) -> list[Page]:
+    def pages_of(self, doc_id: str) -> list[records.Page]:
         """A document's indexed pages in order; :class:`~docvec.NotFoundError` for an unknown document."""
-        return [Page.of(p) for p in self.stored_pages(doc_id)]
+        return [records.Page.of(p) for p in self.stored_pages(doc_id)]
 
-    def stored_pages(self, doc_id: str) -> list[PagePayload]:
+    def stored_pages(self, doc_id: str) -> list[records.PagePayload]:
         """Everything stored with each of a document's pages, in order (its source path on this machine,
         its text, what made its vectors: the operator's ``GET /documents/{id}/pages``);
         :class:`~docvec.NotFoundError` for an unknown document."""
         return _documents.stored_pages(self._store, self._version_or_none(), doc_id)
 
-    def page_text(self, doc_id: str, page: int) -> PageText:
+    def page_text(self, doc_id: str, page: int) -> records.PageText:
         """The page's whole text as the index keeps it ("" for a page without text), and where it came from;
         :class:`~docvec.NotFoundError` for an unknown document or page, :class:`~docvec.ConflictError` on
         a collection that keeps no text."""
@@ -489,7 +469,7 @@ class Index(Closing):
         version = self._version_or_none()
         return _documents.page_file(self._store, version, self.pages, doc_id, page, thumbnail=thumbnail)
 
-    def document_file(self, doc_id: str) -> DocumentFile:
+    def document_file(self, doc_id: str) -> records.DocumentFile:
         """The document's file as it was indexed (an upload's kept copy included), with its display name
         and kind; :class:`~docvec.NotFoundError` when the file is gone or has changed since."""
         return _documents.document_file(self._store, self._version_or_none(), doc_id)
@@ -543,11 +523,11 @@ class Index(Closing):
 
     def reindex(
         self,
-        spec: ReindexSpec | None = None,
+        spec: records.ReindexSpec | None = None,
         *,
         progress: ProgressFn | None = None,
         settle: float | None = None,
-    ) -> ReindexReport:
+    ) -> records.ReindexReport:
         """Build a new version of the collection as ``spec`` asks (another model, vector size, page budget
         or kind of pages; what it leaves unset is the live version's, or what the settings name
         explicitly) from what the index holds, and switch to it once it is complete; searches read the old
@@ -561,25 +541,25 @@ class Index(Closing):
         is how long to wait after switching on a Qdrant server for processes that had not seen it yet
         (default: twice the time they take to see it). See :mod:`docvec._pipeline._reindex`.
         """
-        spec = spec or ReindexSpec()
+        spec = spec or records.ReindexSpec()
         with self._reindex_lock:
             report = self._live.reindex(spec, write_lock=self._write_lock, settle=settle, progress=progress)
             if report.dropped_old:
                 self.gc()
             return report
 
-    def check_reindex(self, spec: ReindexSpec) -> None:
+    def check_reindex(self, spec: records.ReindexSpec) -> None:
         """Refuse at once, as :meth:`reindex` would before any work, a ``spec`` that keeps the model and
         asks for a vector size or page budget it does not offer (:class:`~docvec.InputError` naming them),
         without loading another model: a server checks a reindex so before it answers. A spec naming
         another model is checked as that model opens, by :meth:`reindex`."""
         self._live.check_reindex(spec)
 
-    def versions(self) -> list[VersionInfo]:
+    def versions(self) -> list[records.VersionInfo]:
         """The collection's versions, oldest first: model, size, pages, and which one is live."""
         return list_versions(self._store, self.collection)
 
-    def drop_version(self, version: str) -> GcReport:
+    def drop_version(self, version: str) -> records.GcReport:
         """Delete a version that is not live, then the page images no version uses any more."""
         with self._write_lock:
             if version not in self._store.versions(self.collection):
@@ -587,7 +567,7 @@ class Index(Closing):
             self._store.drop(version)
         return self.gc()
 
-    def gc(self, *, grace_s: float | None = None) -> GcReport:
+    def gc(self, *, grace_s: float | None = None) -> records.GcReport:
         """Remove the page images that no version of any collection in the store shows, and the uploaded
         files that no document of any version uses and no queued upload needs.
 

@@ -2,113 +2,15 @@
 the ingest report, search hits and filters, document summaries, embedding records. Also the rules their
 fields follow (document ids, tags, ``k``), each defined once (``_rules``).
 
-JSON Schemas of these models are exported under ``schemas/`` (``make schemas``).
+JSON Schemas of these models are exported under ``schemas/`` (``make schemas``). The package's names are
+its modules' (each module's ``__all__`` says which).
 """
 
-from ._documents import DocumentFile, DocumentList, DocumentSummary, Upload
-from ._pages import (
-    EmbeddingInfo,
-    EmbeddingRecord,
-    IngestFailure,
-    IngestReport,
-    ModelFingerprint,
-    Page,
-    PagePayload,
-    PageText,
-)
-from ._rules import (
-    DOC_ID_PATTERN,
-    DOCVEC_RULE,
-    MAX_K,
-    MAX_PREFETCH,
-    MAX_RERANK,
-    QUERY_PATTERN,
-    TAG_KEY_PATTERN,
-    TAG_PATTERN,
-    TAG_VALUE_PATTERN,
-    JsonBool,
-    JsonInt,
-    check_k,
-    check_prefetch,
-    check_query,
-    check_rerank,
-    counted,
-    display_name,
-    parse_tag,
-    parse_tags,
-    rerank_depth,
-    rule,
-    shortened,
-    tag_dict,
-)
-from ._search import (
-    FILTER_KEYS,
-    MAX_QUERY_CHARS,
-    Hit,
-    ModeChoice,
-    ModeParts,
-    Search,
-    SearchFilter,
-    SearchMode,
-    SearchOptions,
-    SearchResult,
-    mode_parts,
-)
-from ._versions import GcReport, ReindexReport, ReindexSpec, TextIndex, VersionInfo, VersionRecord
+from . import _documents, _pages, _rules, _search, _versions
+from ._documents import *  # noqa: F403
+from ._pages import *  # noqa: F403
+from ._rules import *  # noqa: F403
+from ._search import *  # noqa: F403
+from ._versions import *  # noqa: F403
 
-__all__ = [
-    "DOCVEC_RULE",
-    "DOC_ID_PATTERN",
-    "FILTER_KEYS",
-    "MAX_K",
-    "MAX_PREFETCH",
-    "MAX_QUERY_CHARS",
-    "MAX_RERANK",
-    "QUERY_PATTERN",
-    "TAG_KEY_PATTERN",
-    "TAG_PATTERN",
-    "TAG_VALUE_PATTERN",
-    "DocumentFile",
-    "DocumentList",
-    "DocumentSummary",
-    "EmbeddingInfo",
-    "EmbeddingRecord",
-    "GcReport",
-    "Hit",
-    "IngestFailure",
-    "IngestReport",
-    "JsonBool",
-    "JsonInt",
-    "ModeChoice",
-    "ModeParts",
-    "ModelFingerprint",
-    "Page",
-    "PagePayload",
-    "PageText",
-    "ReindexReport",
-    "ReindexSpec",
-    "Search",
-    "SearchFilter",
-    "SearchMode",
-    "SearchOptions",
-    "SearchResult",
-    "TextIndex",
-    "Upload",
-    "VersionInfo",
-    "VersionRecord",
-    "check_k",
-    "check_prefetch",
-    "check_query",
-    "check_rerank",
-    "counted",
-    "display_name",
-    "mode_parts",
-    "parse_tag",
-    "parse_tags",
-    "rerank_depth",
-    "rule",
-    "shortened",
-    "tag_dict",
-]
-
-#: A document id: the first 32 hex digits of its file's SHA-256.
+__all__ = [*_documents.__all__, *_pages.__all__, *_rules.__all__, *_search.__all__, *_versions.__all__]

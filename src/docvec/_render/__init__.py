@@ -2,28 +2,7 @@
 model's pixel budget, with each page's text where asked (the text layer, or OCR's: tesseract in a
 subprocess, :mod:`._ocr`) (:mod:`._renderer` in this process, :mod:`._worker` in the workers)."""
 
-from ._renderer import (
-    READS_JPEG2000,
-    DocumentInfo,
-    DocumentKind,
-    ExtractedText,
-    OcrMode,
-    PageFailure,
-    RenderedPage,
-    Renderer,
-    TextSource,
-    detect_kind,
-)
+from . import _renderer
+from ._renderer import *  # noqa: F403
 
-__all__ = [
-    "READS_JPEG2000",
-    "DocumentInfo",
-    "DocumentKind",
-    "ExtractedText",
-    "OcrMode",
-    "PageFailure",
-    "RenderedPage",
-    "Renderer",
-    "TextSource",
-    "detect_kind",
-]
+__all__ = list(_renderer.__all__)

@@ -46,6 +46,7 @@ from . import _worker as w
 __all__ = [
     "READS_JPEG2000",
     "DocumentInfo",
+    "DocumentKind",
     "ExtractedText",
     "OcrMode",
     "PageFailure",

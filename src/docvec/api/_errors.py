@@ -19,23 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
-from .._errors import (
-    CollectionMismatchError,
-    CollectionNotFoundError,
-    ConfigError,
-    ConflictError,
-    DocvecError,
-    ForbiddenError,
-    IngestError,
-    InputError,
-    NotFoundError,
-    RenderError,
-    StoreBusyError,
-    StoreError,
-    StoreUnavailableError,
-    TooLargeError,
-    error_fields,
-)
+from .. import _errors as docvec_errors
 from .._records import DOCVEC_RULE, shortened
 from ._models import ErrorResponse
 
@@ -45,20 +29,20 @@ log = logging.getLogger("docvec")
 
 
 # Most specific first: the first class an error is an instance of decides its status.
-_STATUS: list[tuple[type[DocvecError], int]] = [
-    (ForbiddenError, 403),
-    (NotFoundError, 404),
-    (CollectionNotFoundError, 404),
-    (TooLargeError, 413),
-    (CollectionMismatchError, 409),
-    (ConflictError, 409),
-    (IngestError, 422),
-    (RenderError, 422),
-    (InputError, 400),
-    (StoreUnavailableError, 503),
-    (StoreBusyError, 503),
-    (StoreError, 500),
-    (ConfigError, 500),
+_STATUS: list[tuple[type[docvec_errors.DocvecError], int]] = [
+    (docvec_errors.ForbiddenError, 403),
+    (docvec_errors.NotFoundError, 404),
+    (docvec_errors.CollectionNotFoundError, 404),
+    (docvec_errors.TooLargeError, 413),
+    (docvec_errors.CollectionMismatchError, 409),
+    (docvec_errors.ConflictError, 409),
+    (docvec_errors.IngestError, 422),
+    (docvec_errors.RenderError, 422),
+    (docvec_errors.InputError, 400),
+    (docvec_errors.StoreUnavailableError, 503),
+    (docvec_errors.StoreBusyError, 503),
+    (docvec_errors.StoreError, 500),
+    (docvec_errors.ConfigError, 500),
 ]
 
 
@@ -74,7 +58,7 @@ _FRAMEWORK_CLASSES = {
 }
 
 
-def status_of(exc: DocvecError) -> int:
+def status_of(exc: docvec_errors.DocvecError) -> int:
     """The HTTP status for a docvec error (500 for any not listed)."""
     return next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
 
@@ -123,12 +107,12 @@ def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) 
         return text
 
     async def docvec_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, DocvecError)
+        assert isinstance(exc, docvec_errors.DocvecError)
         status = status_of(exc)
         if status >= 500:
             log.error("%s %s: %s", request.method, request.url.path, exc)
         failures = [_redacted(f, redact) for f in getattr(exc, "failures", None) or []]
-        fields = _redacted(error_fields(exc), redact)
+        fields = _redacted(docvec_errors.error_fields(exc), redact)
         return error_response(
             status, redact(str(exc)), failures or None, error=type(exc).__name__, fields=fields
         )
@@ -177,7 +161,7 @@ def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) 
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, "internal error", error="DocvecError")
 
-    app.add_exception_handler(DocvecError, docvec_error)
+    app.add_exception_handler(docvec_errors.DocvecError, docvec_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected_error)

@@ -6,16 +6,14 @@ import re
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import InputError
 from .._records import (
     DOC_ID_PATTERN,
-    MAX_K,
-    MAX_PREFETCH,
     MAX_QUERY_CHARS,
     MAX_RERANK,
-    QUERY_PATTERN,
     TAG_PATTERN,
     DocumentList,
     DocumentSummary,
@@ -27,10 +25,6 @@ from .._records import (
     SearchFilter,
     SearchResult,
     Upload,
-    check_k,
-    check_prefetch,
-    check_query,
-    check_rerank,
     parse_tag,
     rule,
 )
@@ -60,41 +54,27 @@ TagText = Annotated[str, Field(json_schema_extra={"pattern": TAG_PATTERN}), rule
 #: ``POST /search``'s body: the search itself, as every face takes it (its JSON form)
 SearchRequest = Search
 
-# A query string carries text: its numbers and booleans are parsed from it, by the same rules and bounds.
-_K = Annotated[
-    int,
-    Field(json_schema_extra={"minimum": 1, "maximum": MAX_K}, description="How many pages to return."),
-    rule(check_k),
-]
-_Prefetch = Annotated[
-    int | None,
-    Field(
-        json_schema_extra={"minimum": 1, "maximum": MAX_PREFETCH},
-        description=Search.model_fields["prefetch"].description,
-    ),
-    rule(check_prefetch),
-]
-_Rerank = Annotated[
-    int | None,
-    Field(
-        json_schema_extra={"minimum": 0, "maximum": MAX_RERANK},
-        description=Search.model_fields["rerank"].description,
-    ),
-    rule(lambda rerank: check_rerank(rerank, 1)),
-]
+
+def _like(name: str, default: Any = ...) -> Any:
+    """A query-string field standing for the search's field ``name``: its bounds and description in the
+    schema; its value, parsed from the text, is checked as the search checks it
+    (:meth:`SearchParams.to_search`: one set of rules, in the library's words)."""
+    schema = Search.model_json_schema()["properties"][name]
+    for one in schema.get("anyOf", []):  # an optional field's bounds are those of its value
+        schema = {**one, **schema} if one.get("type") != "null" else schema
+    kept = ("minimum", "maximum", "minLength", "maxLength", "pattern")
+    bounds = {key: schema[key] for key in kept if key in schema}
+    return Field(default, json_schema_extra=bounds or None, description=Search.model_fields[name].description)
 
 
 class SearchParams(BaseModel):
-    """``GET /search``'s query string: the query, ``k``, and the filters of ``docvec search --filter``."""
+    """``GET /search``'s query string: the search's fields (``q`` its query) and the filters of ``docvec
+    search --filter``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    q: Annotated[
-        str,
-        Field(max_length=MAX_QUERY_CHARS, json_schema_extra={"minLength": 1, "pattern": QUERY_PATTERN}),
-        rule(check_query),
-    ]
-    k: _K = 5
+    q: str = _like("query")
+    k: int = _like("k", 5)
     # the bounds in the schema, the values checked as --filter's are (SearchFilter.parse)
     doc_id: Annotated[str, Field(json_schema_extra={"pattern": DOC_ID_PATTERN})] | None = Field(
         None, description="Only this document (32 hex digits)."
@@ -107,10 +87,10 @@ class SearchParams(BaseModel):
         ),
     )
     tag: list[TagText] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
-    mode: ModeChoice | None = Field(None, description=Search.model_fields["mode"].description)
-    prefetch: _Prefetch = None
-    with_text: bool = Field(False, description=Search.model_fields["with_text"].description)
-    rerank: _Rerank = None
+    mode: ModeChoice | None = _like("mode", None)
+    prefetch: int | None = _like("prefetch", None)
+    with_text: bool = _like("with_text", False)
+    rerank: int | None = _like("rerank", None)
 
     def to_search(self) -> Search:
         """The search these parameters ask for, checked as ``POST /search``'s body and ``--filter`` are (a
@@ -125,7 +105,19 @@ class SearchParams(BaseModel):
         if self.source is not None:
             flt = (flt or SearchFilter()).model_copy(update={"source": self.source})
         given = self.model_dump(include=self.model_fields_set & {"mode", "prefetch", "with_text", "rerank"})
-        return Search.of(self.q, k=self.k, filter=flt, **given)
+        try:
+            return Search.model_validate({"query": self.q, "k": self.k, "filter": flt, **given})
+        except ValidationError as e:
+            # as the query string's own refusals are answered: docvec's rules in its words (400), the rest
+            # as the request's shape (422), exactly as POST /search's body
+            raise RequestValidationError(
+                [{**err, "loc": ("query", *_param(err["loc"]))} for err in e.errors()]
+            ) from None
+
+
+def _param(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """Where in the query string a search's field came from (its query is ``q``)."""
+    return ("q", *loc[1:]) if loc[:1] == ("query",) else loc
 
 
 def page_urls(doc_id: str, page: int) -> dict[str, str]:
