@@ -174,7 +174,7 @@ class RemoteIndex(Closing):
         self,
         paths: Sequence[str | Path],
         *,
-        tags: Sequence[str] = (),
+        tags: records.Tags = (),
         recursive: bool = True,
         prune: bool = False,
         progress: ProgressFn | None = None,
@@ -183,7 +183,7 @@ class RemoteIndex(Closing):
         # the server's working folder is not this one: every path goes absolute (a glob stays a glob)
         body = {
             "paths": [str(Path(p).expanduser().absolute()) for p in paths],
-            "tags": list(tags),
+            "tags": list(records.parse_tags(tags)),
             "recursive": recursive,
             "prune": prune,
         }
@@ -194,7 +194,7 @@ class RemoteIndex(Closing):
         upload: BinaryIO,
         *,
         name: str | None = None,
-        tags: Sequence[str] = (),
+        tags: records.Tags = (),
         limit: int | None = None,
         progress: PageFn | None = None,
     ) -> records.Upload:
@@ -203,7 +203,11 @@ class RemoteIndex(Closing):
         request answers once the document is indexed."""
         files = {"file": (name or "upload", upload)}
         sent = self._send(
-            "POST", "/documents", params={"wait": "true"}, files=files, data={"tag": list(tags)}
+            "POST",
+            "/documents",
+            params={"wait": "true"},
+            files=files,
+            data={"tag": list(records.parse_tags(tags))},
         )
         if sent.status_code == 202:  # the server stopped waiting (it is stopping): the job goes on there
             return self._follow(sent.json(), records.Upload, None)

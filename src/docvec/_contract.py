@@ -34,7 +34,7 @@ class IndexLike(Protocol):
         self,
         paths: Sequence[str | Path],
         *,
-        tags: Sequence[str] = (),
+        tags: records.Tags = (),
         recursive: bool = True,
         prune: bool = False,
         progress: ProgressFn | None = None,
@@ -47,7 +47,7 @@ class IndexLike(Protocol):
         upload: BinaryIO,
         *,
         name: str | None = None,
-        tags: Sequence[str] = (),
+        tags: records.Tags = (),
         limit: int | None = None,
         progress: PageFn | None = None,
     ) -> records.Upload:

@@ -149,7 +149,7 @@ class Index(Closing):
         self,
         paths: Sequence[str | Path],
         *,
-        tags: Sequence[str] = (),
+        tags: records.Tags = (),
         recursive: bool = True,
         prune: bool = False,
         progress: ProgressFn | None = None,
@@ -219,7 +219,7 @@ class Index(Closing):
         upload: BinaryIO | SourceDocument,
         *,
         name: str | None = None,
-        tags: Sequence[str] = (),
+        tags: records.Tags = (),
         limit: int | None = None,
         progress: PageFn | None = None,
     ) -> records.Upload:
@@ -248,7 +248,7 @@ class Index(Closing):
             document = self._queue.take(document)
             return self._index_kept(document, shown=shown, tags=list(tag_list), progress=progress)
 
-    def queue_upload(self, document: SourceDocument, *, tags: Sequence[str] = ()) -> QueuedUpload:
+    def queue_upload(self, document: SourceDocument, *, tags: records.Tags = ()) -> QueuedUpload:
         """Queue what :meth:`keep_upload` kept, durably, to be indexed by :meth:`index_queued`: it survives a
         stop or a crash of this process until then (see :meth:`recover_uploads`)."""
         return self._queue.add(document, collection=self.collection, tags=list(records.parse_tags(tags)))

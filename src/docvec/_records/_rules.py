@@ -3,9 +3,8 @@ and a document's display name."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Strict
@@ -25,13 +24,13 @@ __all__ = [
     "TAG_VALUE_PATTERN",
     "JsonBool",
     "JsonInt",
+    "Tags",
     "check_k",
     "check_prefetch",
     "check_query",
     "check_rerank",
     "check_tags_mapping",
     "counted",
-    "display_name",
     "parse_tag",
     "parse_tags",
     "rerank_depth",
@@ -164,6 +163,11 @@ def parse_tag(text: str) -> tuple[str, str]:
     return _check_tag_part(key, value, text)
 
 
+#: Tags as a caller gives them, in either shape every face takes: ``key=value`` strings (as ``--tag``) or a
+#: mapping (as the API's JSON); stored as sorted ``key=value`` strings (:func:`parse_tags`).
+Tags = Sequence[str] | Mapping[str, str]
+
+
 def parse_tags(items: Iterable[str] | Mapping[str, str]) -> tuple[str, ...]:
     """Tags as docvec stores them: sorted, distinct ``"key=value"`` strings, from ``key=value`` strings
     (as given to ``--tag``) or a mapping (as in the API's JSON)."""
@@ -187,11 +191,6 @@ def check_tags_mapping(tags: dict[str, str] | None) -> dict[str, str] | None:
         except InputError as e:
             raise ValueError(e.reason) from None
     return tags
-
-
-def display_name(payload: dict[str, Any]) -> str:
-    """What to call a stored document: its recorded name, else its file's name."""
-    return str(payload.get("name") or os.path.basename(str(payload.get("source", ""))))
 
 
 def counted(count: int, word: str) -> str:

@@ -13,6 +13,7 @@ from pydantic import (
     AfterValidator,
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -33,6 +34,7 @@ from ._rules import (
     MAX_RERANK,
     QUERY_PATTERN,
     TAG_KEY_PATTERN,
+    TAG_PATTERN,
     TAG_VALUE_PATTERN,
     JsonBool,
     JsonInt,
@@ -96,6 +98,21 @@ FILTER_KEYS = {
 }
 
 
+def _tags_mapping(tags: object) -> object:
+    # either shape of tags (docvec._records.Tags): key=value strings become the mapping the filter keeps
+    if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
+        return tags
+    mapping: dict[str, str] = {}
+    try:
+        for key, value in (parse_tag(t) for t in tags):
+            if mapping.get(key, value) != value:  # a page has one value per key: two can match nothing
+                raise InputError(f"filter tag {key} given twice ({mapping[key]!r} and {value!r})")
+            mapping[key] = value
+    except InputError as e:
+        raise PydanticCustomError(DOCVEC_RULE, "{reason}", {"reason": e.reason}) from None
+    return mapping
+
+
 class SearchFilter(BaseModel):
     """Which pages a search considers: one document, a file or folder they were read from, and tags.
 
@@ -119,10 +136,15 @@ class SearchFilter(BaseModel):
             "/docs/a matches /docs/a/x.pdf, not /docs/ab.pdf)."
         ),
     )
-    tags: Annotated[dict[str, str] | None, AfterValidator(check_tags_mapping)] = Field(
+    tags: Annotated[
+        dict[str, str] | None, BeforeValidator(_tags_mapping), AfterValidator(check_tags_mapping)
+    ] = Field(
         None,
-        description="Only pages tagged key=value (as given to `docvec ingest --tag`), all of them.",
-        # docvec's tag rule (checked by check_tags_mapping), stated in the schema
+        description=(
+            "Only pages tagged key=value, all of them: a mapping, or key=value strings (as given to `docvec "
+            "ingest --tag`), one value a key."
+        ),
+        # docvec's tag rule (checked by check_tags_mapping), stated in the schema, in either shape
         json_schema_extra={
             "anyOf": [
                 {
@@ -130,6 +152,7 @@ class SearchFilter(BaseModel):
                     "propertyNames": {"pattern": TAG_KEY_PATTERN},
                     "additionalProperties": {"type": "string", "pattern": TAG_VALUE_PATTERN},
                 },
+                {"type": "array", "items": {"type": "string", "pattern": TAG_PATTERN}},
                 {"type": "null"},
             ]
         },
