@@ -46,8 +46,8 @@ def referenced(store: Store) -> set[str]:
     """The page store files (images and thumbnails) that some point of some version refers to."""
     keep: set[str] = set()
     for version in _versions(store):
-        for _, payload in store.scroll(version, batch=1024):
-            keep.update(str(payload[f]) for f in ("image", "thumbnail") if payload.get(f))
+        for _, page in store.pages(version, batch=1024):
+            keep.update((page.image, page.thumbnail))
     return keep
 
 
@@ -69,9 +69,7 @@ def release(store: Store, pages: PageStore, files: set[str], *, before: float) -
     for version in _versions(store):
         for start in range(0, len(images), _CHUNK):
             chunk = tuple(images[start : start + _CHUNK])
-            used.update(
-                str(p.get("image")) for _, p in store.scroll(version, Filter(images=chunk), batch=1024)
-            )
+            used.update(page.image for _, page in store.pages(version, Filter(images=chunk), batch=1024))
     unused = [f for image in images if image not in used for f in (image, pages.thumbnail_of(image))]
     return pages.remove(unused, before=before)[0]
 

@@ -270,10 +270,9 @@ class Ingestor:
     def prune(self) -> int:
         """Remove the documents whose source file no longer exists; returns how many."""
         gone: dict[str, set[str]] = {}
-        for _, payload in self.store.scroll(self.collection):
-            src = str(payload.get("source", ""))
-            if src and not Path(src).exists():
-                gone.setdefault(src, set()).add(str(payload.get("doc_id")))
+        for _, page in self.store.pages(self.collection):
+            if page.source and not Path(page.source).exists():
+                gone.setdefault(page.source, set()).add(page.doc_id)
         for src in gone:
             log.info("pruning %s (file gone)", src)
             self.store.delete_where(self.collection, Filter(sources=(src,)))
@@ -426,30 +425,29 @@ class Ingestor:
         """Where the store stands with a document for this embedding key: complete, part-written (and up
         to which page), or not there; where it was read from and its tags."""
         flt = Filter(doc_ids=(doc_id,))
-        first = next(iter(self.store.scroll(self.collection, flt, batch=1)), None)
+        first = self.store.page(self.collection, flt)
         if first is None:
             return _DocState(complete=False, source=None, tags=[])
-        payload = first[1]
-        source, tags = payload.get("source"), sorted(str(t) for t in payload.get("tags") or ())
-        if payload.get("embedding", {}).get("key") != self.info.key:
+        source, tags = first.source, sorted(first.tags)
+        if first.embedding.key != self.info.key:
             return _DocState(complete=False, source=source, tags=tags)
-        if payload.get("state") == "writing":
-            numbers = [int(p.get("page", 0)) for _, p in self.store.scroll(self.collection, flt, batch=1024)]
+        if not first.finished:
+            numbers = [p.page for _, p in self.store.pages(self.collection, flt, batch=1024)]
             return _DocState(False, source, tags, resume_after=max(numbers), written=len(numbers))
         n = self.store.count(self.collection, flt)
-        return _DocState(complete=n == payload.get("pages_indexed"), source=source, tags=tags)
+        return _DocState(complete=n == first.pages_indexed, source=source, tags=tags)
 
     def _tags_at(self, source: str) -> list[str] | None:
         """The tags of what is indexed from ``source`` (a file's previous version), ``None`` if nothing."""
-        first = next(iter(self.store.scroll(self.collection, Filter(sources=(source,)), batch=1)), None)
-        return None if first is None else sorted(str(t) for t in first[1].get("tags") or ())
+        first = self.store.page(self.collection, Filter(sources=(source,)))
+        return None if first is None else sorted(first.tags)
 
     def _remove_old_versions(self, source: str, doc_id: str) -> int:
         """After a file's new version is written: delete points of its old versions and old settings."""
         stale: dict[str, str] = {}
-        for pid, payload in self.store.scroll(self.collection, Filter(sources=(source,))):
-            if payload.get("doc_id") != doc_id or payload.get("embedding", {}).get("key") != self.info.key:
-                stale[pid] = str(payload.get("doc_id"))
+        for pid, page in self.store.pages(self.collection, Filter(sources=(source,))):
+            if page.doc_id != doc_id or page.embedding.key != self.info.key:
+                stale[pid] = page.doc_id
         if stale:
             self.store.delete(self.collection, list(stale))
         return len(set(stale.values()) - {doc_id})

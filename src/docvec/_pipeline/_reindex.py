@@ -39,16 +39,22 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
-from pydantic_core import to_jsonable_python
 
 from .._errors import CollectionNotFoundError, NotFoundError, RenderError, StoreError
 from .._model._embedder import normalize
-from .._records import EmbeddingInfo, IngestFailure, IngestReport, ReindexReport, TextIndex, counted
+from .._records import (
+    EmbeddingInfo,
+    IngestFailure,
+    IngestReport,
+    PagePayload,
+    ReindexReport,
+    TextIndex,
+    counted,
+)
 from .._render._renderer import DocumentInfo, ExtractedText, PageFailure, RenderedPage
 from .._store import LAYOUT, Filter, Point, point_id
 from ._ingest import Ingestor, IngestProgress, ProgressFn, kept_text, require_head
@@ -64,10 +70,10 @@ log = logging.getLogger("docvec")
 
 @dataclasses.dataclass
 class _Doc:
-    """A document of the old version: its id, one page's payload (the document's summary) and count."""
+    """A document of the old version: its id, one of its stored pages (the document's summary) and count."""
 
     doc_id: str
-    first: dict[str, Any]
+    first: PagePayload
     pages: int
 
 
@@ -167,8 +173,8 @@ class Reindexer:
             ingestor.commit()
             if self.text is not None:
                 # text_from is set where text is kept: the texts themselves need not be read
-                pages = self.store.scroll(new, Filter(finished=True), batch=1024)
-                report.pages_with_text = sum(1 for _, p in pages if p.get("text_from"))
+                pages = self.store.pages(new, Filter(finished=True), batch=1024)
+                report.pages_with_text = sum(1 for _, p in pages if p.text_from)
             self.store.switch(self.collection, new)
             report.switched = True
         if settle > 0:
@@ -219,10 +225,10 @@ class Reindexer:
         docs = []
         for doc_id, count in self.store.facet(version, "doc_id").items():
             flt = Filter(doc_ids=(doc_id,), finished=True)
-            first = next(iter(self.store.scroll(version, flt, batch=1)), None)
+            first = self.store.page(version, flt)
             if first is not None:
-                docs.append(_Doc(doc_id, first[1], count))
-        return sorted(docs, key=lambda d: (str(d.first.get("source")), d.doc_id))
+                docs.append(_Doc(doc_id, first, count))
+        return sorted(docs, key=lambda d: (d.first.source, d.doc_id))
 
     def _pass(
         self, old: str, new: str, ingestor: Ingestor, old_info: EmbeddingInfo | None, *, final: bool
@@ -244,11 +250,13 @@ class Reindexer:
             self.store.delete_where(new, Filter(doc_ids=(doc_id,)))
         for doc in docs:
             flt = Filter(doc_ids=(doc.doc_id,))
-            mine = next(iter(self.store.scroll(new, flt, batch=1)), None)
+            mine = self.store.page(new, flt)
             if mine is None:
                 continue
             changed = {
-                f: doc.first.get(f) for f in ("source", "name", "tags") if mine[1].get(f) != doc.first.get(f)
+                f: getattr(doc.first, f)
+                for f in ("source", "name", "tags")
+                if getattr(mine, f) != getattr(doc.first, f)
             }
             if changed:
                 self.store.set_payload(new, flt, changed)
@@ -267,8 +275,7 @@ class Reindexer:
             flt = Filter(doc_ids=(doc.doc_id,), finished=True)
             lacking = self.store.count(old, flt) - self.store.count(new, flt)
             if lacking > 0:
-                source = str(doc.first.get("source"))
-                missing[source] = missing.get(source, 0) + lacking
+                missing[doc.first.source] = missing.get(doc.first.source, 0) + lacking
         return missing
 
     def _loss_note(self, old: str, new: str, missing: dict[str, int], *, allowed: bool) -> str:
@@ -295,7 +302,7 @@ class Reindexer:
         so_far = IngestReport(
             pages_indexed=r.pages_embedded + r.pages_carried + r.pages_resumed, pages_failed=r.pages_lost
         )
-        current = str(doc.first.get("source")) if doc is not None else None
+        current = doc.first.source if doc is not None else None
         count = doc.pages if doc is not None else 0
         self.progress(IngestProgress(total, done, current, page, count, so_far))
 
@@ -321,29 +328,29 @@ class Reindexer:
                 return
             # finished short by an earlier run (pages that failed): the ingest stage would take it as
             # whole, so it is written again, every page, for the pages that failed to get their chance
-            log.info("%s: %d pages of %d, trying it again", first.get("source"), written, doc.pages)
+            log.info("%s: %d pages of %d, trying it again", first.source, written, doc.pages)
             self.store.delete_where(new, Filter(doc_ids=(doc.doc_id,)))
             written = 0
         report.pages_resumed += written
-        source = Path(str(first.get("source")))
+        source = Path(first.source)
         document = SourceDocument(
             path=source,
             doc_id=doc.doc_id,
-            sha256=str(first.get("content_sha256")),
-            kind=first.get("kind", "pdf"),
-            name=str(first.get("name") or source.name),
-            page_count=int(first.get("page_count", doc.pages)),
+            sha256=first.content_sha256,
+            kind=first.kind,
+            name=first.display_name,
+            page_count=first.page_count,
         )
-        tags = [str(t) for t in first.get("tags") or ()]
-        ingested_at = datetime.fromisoformat(str(first["ingested_at"])) if first.get("ingested_at") else None
-        payloads = sorted(
+        tags = list(first.tags)
+        ingested_at = first.ingested_at
+        stored = sorted(
             (
                 p
-                for _, p in self.store.scroll(
+                for _, p in self.store.pages(
                     old, Filter(doc_ids=(doc.doc_id,), finished=True), batch=1024, with_text=True
                 )
             ),
-            key=lambda p: int(p.get("page", 0)),
+            key=lambda p: p.page,
         )
 
         def on_page(page: int, count: int) -> None:
@@ -354,11 +361,11 @@ class Reindexer:
             self.info.max_pixels,
         )
         if old_info is not None and provably_same(old_info, self.info):
-            self._carry(doc, old, new, old_info, same_budget, self._texts(document, payloads), vanished=False)
+            self._carry(doc, old, new, old_info, same_budget, self._texts(document, stored), vanished=False)
             return
-        images = self._stored_images(payloads) if same_budget else None
+        images = self._stored_images(stored) if same_budget else None
         if images is not None:
-            texts = self._texts(document, payloads)
+            texts = self._texts(document, stored)
             result = ingestor.ingest(
                 document,
                 tags=tags,
@@ -371,10 +378,10 @@ class Reindexer:
             result = ingestor.ingest(document, tags=tags, progress=on_page, ingested_at=ingested_at)
             self._count(result, rendered=True)
         elif old_info is not None and self._can_carry(old_info):
-            self._carry(doc, old, new, old_info, same_budget, self._texts(document, payloads))
+            self._carry(doc, old, new, old_info, same_budget, self._texts(document, stored))
         else:
             report.vanished.append(str(source))
-            report.pages_lost += len(payloads)
+            report.pages_lost += len(stored)
             reason = (
                 "its file is gone (or changed) and the model changed: its pages cannot be embedded again, "
                 "and the old vectors do not fit the new model"
@@ -390,10 +397,10 @@ class Reindexer:
 
     # -- where pages come from --------------------------------------------------------------------------
 
-    def _stored_images(self, payloads: list[dict[str, Any]]) -> list[tuple[int, Path]] | None:
+    def _stored_images(self, stored: list[PagePayload]) -> list[tuple[int, Path]] | None:
         """Each page's stored image, or ``None`` when one is missing from the page store."""
         try:
-            return [(int(p["page"]), self.pages.path(str(p.get("image", "")))) for p in payloads]
+            return [(p.page, self.pages.path(p.image)) for p in stored]
         except NotFoundError:
             return None
 
@@ -414,7 +421,7 @@ class Reindexer:
                         text_from=found.text_from if found else None,
                     )
 
-    def _texts(self, document: SourceDocument, payloads: list[dict[str, Any]]) -> dict[int, ExtractedText]:
+    def _texts(self, document: SourceDocument, stored: list[PagePayload]) -> dict[int, ExtractedText]:
         """Each page's text and where it came from, for a new version with text: the old version's, when it
         kept text; else read from the document's file (text layer, or OCR) when it is there as indexed.
         Pages without text are left out; so is everything for a version without text."""
@@ -422,15 +429,13 @@ class Reindexer:
             return {}
         if self._old_text is not None:
             return {
-                int(p["page"]): ExtractedText(
-                    int(p["page"]), str(p["text"]), "ocr" if p.get("text_from") == "ocr" else "pdf"
-                )
-                for p in payloads
-                if p.get("text")
+                p.page: ExtractedText(p.page, p.text, "ocr" if p.text_from == "ocr" else "pdf")
+                for p in stored
+                if p.text
             }
         if not self._unchanged(document):
             return {}
-        info = DocumentInfo(document.path, document.kind, document.page_count or len(payloads))
+        info = DocumentInfo(document.path, document.kind, document.page_count or len(stored))
         found: dict[int, ExtractedText] = {}
         try:
             for item in self.parts.renderer.texts(info):
@@ -474,25 +479,33 @@ class Reindexer:
         differs). ``vanished``: the document's file is gone (the reason they are carried)."""
         dim = self.info.dim
         info = self.info if same_budget else truncated_info(old_info, dim, multivector=self.info.multivector)
-        payload_info = to_jsonable_python(info)
         points = []
         for p in self.store.scroll(
             old, Filter(doc_ids=(doc.doc_id,), finished=True), with_vectors=True, batch=256
         ):
             vector = normalize(p.vector[None, :], dim)[0]
-            number = int(p.payload["page"])
-            found = texts.get(number)
+            page = PagePayload.model_validate(p.payload)
+            found = texts.get(page.page)
             text, terms = kept_text(self.text, found.text if found else None)
-            payload = p.payload | {
-                "embedding": payload_info,
-                "state": "complete",
-                "text": text,
-                "text_from": found.text_from if found and text is not None else None,
-            }
+            carried = page.model_copy(
+                update={
+                    "embedding": info,
+                    "state": "complete",
+                    "text": text,
+                    "text_from": found.text_from if found and text is not None else None,
+                }
+            )
             tokens = p.tokens if self.info.multivector else None
-            points.append(Point(point_id(doc.doc_id, number, info.key), vector, payload, tokens, terms))
+            point = Point(
+                point_id(doc.doc_id, page.page, info.key),
+                vector,
+                carried.model_dump(mode="json"),
+                tokens,
+                terms,
+            )
+            points.append(point)
         self.store.upsert(new, points)
-        source = str(doc.first.get("source"))
+        source = doc.first.source
         self.report.pages_carried += len(points)
         if vanished:
             self.report.vanished.append(source)

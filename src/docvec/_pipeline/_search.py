@@ -85,9 +85,9 @@ def _docs_with_all_tags(store: Store, collection: str, tags: tuple[str, ...]) ->
     """
     wanted = set(tags)
     return {
-        str(payload.get("doc_id"))
-        for _, payload in store.scroll(collection, Filter(tags=tags), batch=1024)
-        if wanted <= set(payload.get("tags") or ())
+        page.doc_id
+        for _, page in store.pages(collection, Filter(tags=tags), batch=1024)
+        if wanted <= set(page.tags)
     }
 
 

@@ -53,10 +53,8 @@ def text_index(store: Store, version: str) -> TextIndex | None:
 
 def page_info(store: Store, version: str) -> EmbeddingInfo | None:
     """What made the vectors of ``version``, read from one of its pages (``None`` when it has none)."""
-    for _, payload in store.scroll(version, Filter(finished=True), batch=1):
-        stored = payload.get("embedding")
-        return EmbeddingInfo.model_validate(stored) if isinstance(stored, dict) else None
-    return None
+    page = store.page(version, Filter(finished=True))
+    return None if page is None else page.embedding
 
 
 def model_ref(model: str) -> str:
