@@ -1,10 +1,13 @@
 """Shared fixtures: the tiny random-weight models (a Qwen2.5-VL with jina-embeddings-v4's head, a
 Qwen3-VL-Embedding and a Qwen3-VL-Reranker), built and converted once per session with the tools users
-run (each converted model is a session fixture: conversions are the suite's costliest set-up)."""
+run (each converted model is a session fixture: conversions are the suite's costliest set-up), the
+embedders and the reranker on them, the documents, the Prefect server, the fake Hub, and the browser the
+web page is tested in."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +22,12 @@ from docvec._tools._toolchain import LlamaCppSource
 
 from . import fakehub
 from .documents import DOCUMENTS, extended_corpus, make_text_pdf
-from .helpers import BOOK_PAGES, REPORTED, ROOT
+from .helpers import BOOK_PAGES, REPORTED, ROOT, SMALL
 from .isolation import Isolation
 
 if TYPE_CHECKING:  # the reference needs PyTorch; tests that do not use it run without
+    from playwright.sync_api import Browser, Page
+
     from docvec_reference.jina_v4 import ReferenceEmbedder
     from docvec_reference.qwen3vl import Qwen3VLReference
 
@@ -160,6 +165,15 @@ def embedder(tiny_files: ModelFiles) -> Iterator[Embedder]:
 
 
 @pytest.fixture(scope="session")
+def small_embedder(tiny_files: ModelFiles) -> Iterator[Embedder]:
+    """docvec's embedder on the tiny model at the tests' small page budget (64 image tokens), two threads:
+    the one the tests that index pages in process hand to :meth:`docvec.Index.open`."""
+    emb = Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2))
+    yield emb
+    emb.close()
+
+
+@pytest.fixture(scope="session")
 def qwen3vl_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
     """The tiny random-weight Qwen3-VL-Embedding (hf/ checkpoint plus F16 GGUFs), as `docvec models tiny
     --arch qwen3-vl` builds it."""
@@ -252,6 +266,41 @@ def documents() -> Path:
 def book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 117-page PDF of vector text, generated (a long book for streaming, worker and time-limit tests)."""
     return make_text_pdf(tmp_path_factory.mktemp("book") / "book.pdf", BOOK_PAGES)
+
+
+#: Debian's chromium, and what it needs on a machine with no network and a fresh profile (background
+#: fetches fail)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # tests run as root in containers
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Debian's chromium, headless, driven by Playwright; one for the session (`make test` installs it:
+    without it the tests that use it fail rather than pass unseen)."""
+    from playwright.sync_api import sync_playwright
+
+    if CHROMIUM is None:
+        pytest.fail("chromium is not installed: run `make browser` (Debian's chromium package)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser: Browser) -> Iterator[Page]:
+    """A page of a fresh browser context (no cookies, no storage), 1200 x 900."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    yield context.new_page()
+    context.close()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,6 +1,7 @@
-"""What several test modules share: generated images and inputs, the parity shapes, an eval dataset, and the
-numbers a run reports at its end. Tests import these from here, never from each other (fixtures live in
-conftest.py; processes and documents in processes.py and documents.py)."""
+"""What several test modules share: the page budgets and the settings they index with, generated images and
+inputs, the parity shapes, an eval dataset, and the numbers a run reports at its end. Tests import these
+from here, never from each other (fixtures live in conftest.py; processes and documents in processes.py and
+documents.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,24 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
+from docvec import EmbedSettings, RenderSettings, Settings
+from docvec._records import EmbeddingRecord
+
 ROOT = Path(__file__).resolve().parents[1]
+
+# The page budgets (pixels a page) the tests index with: a few image tokens of 28 x 28 pixels a page, fast on
+# 2 cores, and the same code path as a real model's budget.
+#: 64 image tokens a page (8 x 8)
+SMALL = 28 * 28 * 64
+#: 16 image tokens a page (4 x 4): where a test runs several models or many searches
+TINY = 28 * 28 * 16
+#: 4 image tokens a page (2 x 2): a few hundred pages take seconds
+MINIMAL = 28 * 28 * 4
 #: pages of the generated book (the ``book`` fixture)
 BOOK_PAGES = 117
 
@@ -117,6 +131,28 @@ def stored_page(doc_id: str, source: str, page: int = 1, **fields: object) -> di
     return payload.model_dump(mode="json")
 
 
+def index_settings(
+    data_dir: Path, model: Path | str, *, max_pixels: int = SMALL, threads: int = 2, **extra: Any
+) -> Settings:
+    """The settings of an index the tests open: its data folder, its model, its page budget and threads, one
+    render worker with a 120 s limit; ``extra``, any other setting."""
+    return Settings(
+        data_dir=data_dir,
+        model=str(model),
+        embed=EmbedSettings(max_pixels=max_pixels, threads=threads),
+        render=RenderSettings(workers=1, timeout_s=120),
+        **extra,
+    )
+
+
+def one_line_error(output: str) -> str:
+    """The one line a command printed on a refusal (``error: ...``, no traceback); fails if it said more."""
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), output
+    assert "Traceback" not in output
+    return lines[0]
+
+
 def docvec_env(data: Path, model: Path | str, *, max_pixels: int, threads: int = 1) -> dict[str, str]:
     """The ``DOCVEC_*`` variables of a docvec command or server the tests start: its data folder, its
     model, its page budget and its threads."""
@@ -126,6 +162,39 @@ def docvec_env(data: Path, model: Path | str, *, max_pixels: int, threads: int =
         "DOCVEC_EMBED__MAX_PIXELS": str(max_pixels),
         "DOCVEC_EMBED__THREADS": str(threads),
     }
+
+
+def rerank_env(data: Path, model: Path | str, **more: str | None) -> dict[str, str | None]:
+    """The environment of a command the rerank tests run (CliRunner's ``env``: ``None`` unsets): 16 image
+    tokens a page, two threads, no reranker or rerank depth from the caller's environment unless ``more``
+    names them, and wide columns."""
+    env: dict[str, str | None] = {
+        **docvec_env(data, model, max_pixels=TINY, threads=2),
+        "DOCVEC_RERANK_MODEL": None,
+        "DOCVEC_RERANK": None,
+        "COLUMNS": "300",
+    }
+    return env | more
+
+
+def embed_json(model: Path | str, image: Path, *flags: str) -> list[EmbeddingRecord]:
+    """What ``docvec embed --model MODEL -q "invoice total" -p "a passage" -i IMAGE --json FLAGS`` prints,
+    checked to be one record an input, in the order given."""
+    from pydantic import TypeAdapter
+    from typer.testing import CliRunner
+
+    from docvec._cli import app
+
+    args = ["embed", "--model", str(model), "-q", "invoice total", "-p", "a passage", "-i", str(image)]
+    r = CliRunner().invoke(app, [*args, "--json", *flags])
+    assert r.exit_code == 0, r.output
+    rows = TypeAdapter(list[EmbeddingRecord]).validate_json(r.stdout)
+    assert [(x.kind, x.input) for x in rows] == [
+        ("query", "invoice total"),
+        ("passage", "a passage"),
+        ("image", str(image)),
+    ]
+    return rows
 
 
 def load_flow(name: str) -> ModuleType:

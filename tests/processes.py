@@ -1,4 +1,5 @@
-"""Running docvec as a user does, in processes of its own: a command, and `docvec serve` until stopped."""
+"""Running docvec as a user does, in processes of its own: a command, and `docvec serve` until stopped; and
+the API app served on a real socket from a thread of the test's own process."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,14 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import uvicorn
+
+from docvec import Settings
+from docvec.api import create_app
 
 DOCVEC = str(Path(sys.executable).with_name("docvec"))
 
 
-def docvec(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def docvec(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run ``docvec ARGS`` in this environment plus ``env``; what it printed and its exit code."""
     return subprocess.run(
-        [DOCVEC, *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=timeout
+        [DOCVEC, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout
     )
 
 
@@ -76,6 +84,26 @@ def served(env: dict[str, str], log: Path, *, start_s: float = 120) -> Iterator[
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextmanager
+def serve_in_thread(settings: Settings, *, start_s: float = 120) -> Iterator[str]:
+    """The API app for ``settings`` on a free port, uvicorn in a thread of this process, once it has
+    started; its URL (``http://127.0.0.1:PORT/``). Stopped, its lifespan ended, at the end."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_s
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        assert not thread.is_alive(), "the server did not stop"
 
 
 def docvec_after(

@@ -1,4 +1,8 @@
-"""The HTTP API with the real parts (tiny model, embedded Qdrant): in process and over a socket."""
+"""The HTTP API with the real parts (tiny model, embedded Qdrant): in process and over a socket; and
+reranked searches through it and a :class:`RemoteIndex`, with the tiny random-weight reranker.
+
+The reranker's weights are random: its scores order nothing meaningful, but they are its own, so each hit's
+``rerank_score`` is checked against the reranker scoring that hit's stored page image with the query."""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,16 +21,17 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from PIL import Image
 
 from docvec import (
+    ConflictError,
     DocvecError,
-    EmbedSettings,
     Index,
     InputError,
-    RenderSettings,
+    RemoteIndex,
+    Reranker,
+    SearchFilter,
     Settings,
     StoreUnavailableError,
 )
@@ -36,11 +40,8 @@ from docvec._store import Filter, Point, point_id
 from docvec.api import API_MODELS, MAX_QUERY_CHARS, create_app
 
 from .documents import make_text_pdf, png_header_only
-from .helpers import page_image
-from .processes import Served, docvec, free_port, served
-
-#: 8x8 tokens a page, as in test_ingest: fast, and the same path
-SMALL = 28 * 28 * 64
+from .helpers import MINIMAL, SMALL, index_settings, page_image
+from .processes import Served, docvec, serve_in_thread, served
 
 DOCS = {
     "pysamples__minimal-document.pdf": 1,
@@ -50,16 +51,6 @@ DOCS = {
 TAGGED = "pysamples__pdflatex-4-pages.pdf"
 PNG = b"\x89PNG\r\n\x1a\n"
 JPEG = b"\xff\xd8\xff"
-
-
-def _settings(data_dir: Path, tiny_dir: Path, **extra: Any) -> Settings:
-    return Settings(
-        data_dir=data_dir,
-        model=str(tiny_dir),
-        embed=EmbedSettings(max_pixels=SMALL, threads=2),
-        render=RenderSettings(workers=1, timeout_s=120),
-        **extra,
-    )
 
 
 def _doc_id(path: Path) -> str:
@@ -72,15 +63,19 @@ def docs(documents: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return {name: Path(shutil.copy(documents / name, folder / name)) for name in DOCS}
 
 
-@pytest.fixture(scope="module")
-def settings(docs: dict[str, Path], tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    s = _settings(tmp_path_factory.mktemp("api-data"), tiny_dir)
-    # the store has one owner: index first, close, then let the app open it
+def _indexed(s: Settings, docs: dict[str, Path]) -> Settings:
+    """``s``'s index holding ``docs``, :data:`TAGGED` tagged team=legal and year=2024; closed again (the
+    store has one owner: the app opens it next)."""
     with Index.open(s) as ix:
         untagged = [p for n, p in docs.items() if n != TAGGED]
         assert ix.add(untagged).ok
         assert ix.add([docs[TAGGED]], tags=["team=legal", "year=2024"]).ok
     return s
+
+
+@pytest.fixture(scope="module")
+def settings(docs: dict[str, Path], tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return _indexed(index_settings(tmp_path_factory.mktemp("api-data"), tiny_dir), docs)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +166,7 @@ def test_keyword_search_snippets_and_a_pages_text(client: TestClient, docs: dict
 def test_keyword_modes_on_a_collection_without_text_are_409(
     tiny_dir: Path, tmp_path: Path, documents: Path
 ) -> None:
-    s = _settings(tmp_path / "data", tiny_dir, text=False)
+    s = index_settings(tmp_path / "data", tiny_dir, text=False)
     with Index.open(s) as ix:
         assert ix.add([shutil.copy(documents / "pysamples__minimal-document.pdf", tmp_path / "m.pdf")]).ok
     with TestClient(create_app(s)) as c:
@@ -530,7 +525,7 @@ def test_failed_uploads_say_why_without_the_servers_paths(client: TestClient, do
 @contextmanager
 def _serving_a_file_of_mine(tmp_path: Path, tiny_dir: Path) -> Iterator[tuple[TestClient, Path]]:
     """An app over an index of one image the user has in their own folder."""
-    settings = _settings(tmp_path / "data", tiny_dir)
+    settings = index_settings(tmp_path / "data", tiny_dir)
     mine = tmp_path / "mine.png"
     page_image(200, 300, seed=3).save(mine)
     with Index.open(settings) as ix:
@@ -614,7 +609,7 @@ def test_healthz_and_page(client: TestClient) -> None:
 
 @pytest.fixture(scope="module")
 def keyed_client(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    s = _settings(
+    s = index_settings(
         tmp_path_factory.mktemp("api-keyed"), tiny_dir, api_key="s3cret", max_upload_mb=1, sync_upload_mb=0
     )
     with TestClient(create_app(s)) as c:
@@ -684,7 +679,7 @@ def _running(get: Any, job: dict[str, Any], page: int, timeout: float = 120) -> 
 
 def test_a_long_upload_goes_to_the_queue_and_jobs_can_be_cancelled(tmp_path: Path, tiny_dir: Path) -> None:
     long, other = make_text_pdf(tmp_path / "long.pdf", 200, lines=1), make_text_pdf(tmp_path / "b.pdf", 20)
-    with TestClient(create_app(_settings(tmp_path / "data", tiny_dir))) as c:
+    with TestClient(create_app(index_settings(tmp_path / "data", tiny_dir))) as c:
         uploads: Path = c.app.state.index.uploads  # type: ignore[attr-defined]
         # over DOCVEC_SYNC_UPLOAD_PAGES (10), however few its bytes: a job at once
         started = time.monotonic()
@@ -719,7 +714,7 @@ def test_a_long_upload_goes_to_the_queue_and_jobs_can_be_cancelled(tmp_path: Pat
 
 def test_a_delete_beside_a_new_upload_of_the_same_bytes(tmp_path: Path, tiny_dir: Path) -> None:
     data = _png(9)
-    with TestClient(create_app(_settings(tmp_path / "data", tiny_dir))) as c:
+    with TestClient(create_app(index_settings(tmp_path / "data", tiny_dir))) as c:
         doc_id = c.post("/documents", params={"wait": "true"}, files={"file": ("a.png", data)}).json()[
             "doc_id"
         ]
@@ -746,9 +741,7 @@ def test_a_delete_beside_a_new_upload_of_the_same_bytes(tmp_path: Path, tiny_dir
 def test_an_upload_left_part_written_without_a_record_is_finished_at_start(
     tmp_path: Path, tiny_dir: Path
 ) -> None:
-    settings = _settings(tmp_path / "data", tiny_dir).model_copy(
-        update={"embed": EmbedSettings(max_pixels=3136, threads=2)}
-    )
+    settings = index_settings(tmp_path / "data", tiny_dir, max_pixels=MINIMAL)
     pdf = make_text_pdf(tmp_path / "old.pdf", 40, lines=1)
 
     def stop(page: int, count: int) -> None:
@@ -775,7 +768,7 @@ def _upload_env(tmp_path: Path, tiny_dir: Path) -> dict[str, str]:
     return {
         "DOCVEC_DATA_DIR": str(tmp_path / "data"),
         "DOCVEC_MODEL": str(tiny_dir),
-        "DOCVEC_EMBED__MAX_PIXELS": "3136",
+        "DOCVEC_EMBED__MAX_PIXELS": str(MINIMAL),
         "DOCVEC_EMBED__THREADS": "2",
         "DOCVEC_RENDER__WORKERS": "1",
     }
@@ -836,7 +829,7 @@ def test_a_stop_keeps_the_queue_and_the_next_start_resumes_it(tmp_path: Path, ti
             ("long.pdf", "complete", 600),
             ("small.png", "complete", 1),
         ]
-    assert "resuming after page" in server.tail(20_000)  # after its last pages written, not from page 1
+    assert "resuming after page" in server.log.read_text()  # after its last pages written, not from page 1
 
 
 def test_a_crash_mid_upload_is_listed_as_unfinished_and_resumed(tmp_path: Path, tiny_dir: Path) -> None:
@@ -860,7 +853,7 @@ def test_a_crash_mid_upload_is_listed_as_unfinished_and_resumed(tmp_path: Path, 
         (doc,) = _get(server, "/documents")["documents"]
         assert (doc["state"], doc["pages_indexed"], doc["pages_written"]) == ("complete", 300, 300)
         assert _get(server, "/healthz")["pages"] == 300
-    assert "resuming after page" in server.tail(20_000)
+    assert "resuming after page" in server.log.read_text()
 
 
 def test_a_moved_file_is_not_served_and_its_path_not_told(tmp_path: Path, tiny_dir: Path) -> None:
@@ -873,26 +866,15 @@ def test_a_moved_file_is_not_served_and_its_path_not_told(tmp_path: Path, tiny_d
 
 
 def test_over_a_real_socket(tiny_dir: Path, tmp_path: Path) -> None:
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(_settings(tmp_path / "data", tiny_dir)), port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-            time.sleep(0.05)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-            assert http.get("/healthz").json()["status"] == "ok"
-            assert http.get("/search", params={"q": "anything"}).json()["hits"] == []
-            assert http.post("/search", json={"query": ""}).status_code == 400
-            assert http.get("/").text.startswith("<!doctype html>")
-    finally:
-        server.should_exit = True
-        thread.join(30)
-    assert not thread.is_alive()
+    # serve_in_thread fails the test if the server does not stop
+    with (
+        serve_in_thread(index_settings(tmp_path / "data", tiny_dir)) as url,
+        httpx.Client(base_url=url, timeout=30) as http,
+    ):
+        assert http.get("/healthz").json()["status"] == "ok"
+        assert http.get("/search", params={"q": "anything"}).json()["hits"] == []
+        assert http.post("/search", json={"query": ""}).status_code == 400
+        assert http.get("/").text.startswith("<!doctype html>")
 
 
 @pytest.mark.parametrize(
@@ -973,10 +955,8 @@ def test_operators_endpoints_answer_this_machine_or_the_key(
 def test_serve_names_the_model_it_loaded_from_the_collection(
     tmp_path: Path, tiny_dir: Path, documents: Path
 ) -> None:
-    from .processes import served
-
     data = tmp_path / "data"
-    with Index.open(_settings(data, tiny_dir)) as ix:  # the collection is made with the tiny model...
+    with Index.open(index_settings(data, tiny_dir)) as ix:  # the collection is made with the tiny model...
         assert ix.add([shutil.copy(documents / "pysamples__smile.png", tmp_path / "smile.png")]).ok
     # ...and the server is told no model: it takes the collection's, and says which
     env = {"DOCVEC_DATA_DIR": str(data), "DOCVEC_EMBED__MAX_PIXELS": str(SMALL)}
@@ -986,3 +966,221 @@ def test_serve_names_the_model_it_loaded_from_the_collection(
         banner = server.tail()
     assert health["model"] == tiny_dir.name, health  # open to anyone: the folder's name, not where it is
     assert f"model {tiny_dir} (" in banner and "jina-v4" not in banner, banner
+
+
+# -- reranked searches: the server's word, the searches, the refusals, RemoteIndex -------------------------
+
+
+QUERY = "a page with a table"
+
+
+@contextmanager
+def _serve(settings: Settings) -> Iterator[httpx.Client]:
+    """The app for ``settings`` on a real socket (uvicorn in a thread), and a client of it."""
+    with serve_in_thread(settings) as url, httpx.Client(base_url=url, timeout=120) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def rerank_settings(
+    docs: dict[str, Path], tiny_dir: Path, reranker_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
+    data = tmp_path_factory.mktemp("rerank-api-data")
+    return _indexed(index_settings(data, tiny_dir, rerank_model=str(reranker_dir)), docs)
+
+
+@pytest.fixture(scope="module")
+def http(rerank_settings: Settings) -> Iterator[httpx.Client]:
+    """A server with the tiny reranker (DOCVEC_RERANK_MODEL), reranking nothing by default."""
+    with _serve(rerank_settings) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def plain(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server without a reranker (nothing indexed: it refuses a reranked search before it looks)."""
+    with _serve(index_settings(tmp_path_factory.mktemp("rerank-api-plain"), tiny_dir)) as client:
+        yield client
+
+
+def _ok(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def _check_reranked(
+    http: httpx.Client, reranker: Reranker, body: dict[str, Any], k: int, tmp_path: Path
+) -> None:
+    """``k`` hits, each with the reranker's own score of (query, its stored page image), best first."""
+    hits = body["hits"]
+    assert len(hits) == k
+    scores = [h["rerank_score"] for h in hits]
+    assert all(isinstance(s, float) and 0 <= s <= 1 for s in scores), scores
+    assert scores == sorted(scores, reverse=True)
+    images = []
+    for i, hit in enumerate(hits):
+        assert isinstance(hit["score"], float)  # the first stage's, kept beside it
+        image = tmp_path / f"hit-{i}.png"
+        image.write_bytes(http.get(hit["image_url"]).content)
+        images.append(image)
+    expected = reranker.score(body["query"], images)
+    assert scores == pytest.approx([float(s) for s in expected], abs=1e-5)
+
+
+# -- the server's word ------------------------------------------------------------------------------------
+
+
+def test_healthz_names_the_reranker(http: httpx.Client, plain: httpx.Client, reranker_dir: Path) -> None:
+    health = _ok(http.get("/healthz"))
+    # open to anyone: the reranker's folder by its name, not where the server keeps it
+    assert (health["reranker"], health["rerank"]) == (reranker_dir.name, 0)
+    none = _ok(plain.get("/healthz"))
+    assert "reranker" in none and (none["reranker"], none["rerank"]) == (None, 0)
+
+
+# -- reranked searches --------------------------------------------------------------------------------------
+
+
+def test_post_and_get_rerank_the_first_stages_best(
+    http: httpx.Client, reranker: Reranker, tmp_path: Path
+) -> None:
+    body = _ok(http.post("/search", json={"query": QUERY, "k": 3, "rerank": 6}))
+    assert (body["k"], body["rerank"]) == (3, 6)
+    _check_reranked(http, reranker, body, 3, tmp_path)
+    # all six pages reranked: the three above are its best three, in its order
+    every = _ok(http.post("/search", json={"query": QUERY, "k": 6, "rerank": 6}))
+    _check_reranked(http, reranker, every, 6, tmp_path)
+    assert every["hits"][:3] == body["hits"]
+    # the same search as a link
+    got = _ok(http.get("/search", params={"q": QUERY, "k": 3, "rerank": 6}))
+    assert got["hits"] == body["hits"] and got["rerank"] == 6
+
+
+def test_a_search_that_asks_for_no_rerank_is_the_first_stage(http: httpx.Client) -> None:
+    first = _ok(http.post("/search", json={"query": QUERY, "k": 6}))
+    assert first["rerank"] == 0 and all(h["rerank_score"] is None for h in first["hits"])
+    scores = [h["score"] for h in first["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    assert _ok(http.post("/search", json={"query": QUERY, "k": 6, "rerank": 0}))["hits"] == first["hits"]
+    assert _ok(http.get("/search", params={"q": QUERY, "k": 6, "rerank": 0}))["hits"] == first["hits"]
+    # the reranked hits are the same pages, the first stage's scores kept
+    reranked = _ok(http.post("/search", json={"query": QUERY, "k": 6, "rerank": 6}))["hits"]
+    assert {(h["doc_id"], h["page"], h["score"]) for h in reranked} == {
+        (h["doc_id"], h["page"], h["score"]) for h in first["hits"]
+    }
+
+
+def test_rerank_within_a_filter(
+    http: httpx.Client, reranker: Reranker, docs: dict[str, Path], tmp_path: Path
+) -> None:
+    tagged = _doc_id(docs[TAGGED])
+    body = _ok(
+        http.post(
+            "/search", json={"query": QUERY, "k": 2, "rerank": 10, "filter": {"tags": {"team": "legal"}}}
+        )
+    )
+    _check_reranked(http, reranker, body, 2, tmp_path)
+    assert {h["doc_id"] for h in body["hits"]} == {tagged}
+    # deeper than the pages the filter admits: all four are read, their best two come back
+    every = _ok(
+        http.post("/search", json={"query": QUERY, "k": 4, "rerank": 10, "filter": {"doc_id": tagged}})
+    )
+    _check_reranked(http, reranker, every, 4, tmp_path)
+    assert sorted(h["page"] for h in every["hits"]) == [1, 2, 3, 4] and every["hits"][:2] == body["hits"]
+    got = _ok(http.get("/search", params={"q": QUERY, "k": 2, "rerank": 10, "tag": "team=legal"}))
+    assert got["hits"] == body["hits"]
+    one = _doc_id(docs["pysamples__minimal-document.pdf"])
+    single = _ok(http.get("/search", params={"q": QUERY, "k": 3, "rerank": 5, "doc_id": one}))
+    assert [(h["doc_id"], h["page"]) for h in single["hits"]] == [(one, 1)]
+    assert 0 <= single["hits"][0]["rerank_score"] <= 1
+
+
+# -- refusals -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_", "fragment"),
+    [
+        ({"k": 5, "rerank": 3}, "rerank (3) is below k (5)"),
+        ({"k": 5, "rerank": 101}, "rerank must be from 0 (off) to 100 pages, not 101"),
+        ({"k": 5, "rerank": -1}, "rerank must be from 0 (off) to 100 pages, not -1"),
+    ],
+)
+def test_a_bad_rerank_is_400(
+    http: httpx.Client, plain: httpx.Client, request_: dict[str, int], fragment: str
+) -> None:
+    for client in (http, plain):  # with a reranker or without: the request is wrong either way
+        for r in (
+            client.post("/search", json={"query": QUERY, **request_}),
+            client.get("/search", params={"q": QUERY, **request_}),
+        ):
+            assert r.status_code == 400, r.text
+            assert r.json()["error"] == "InputError" and fragment in r.json()["detail"]
+
+
+def test_a_rerank_that_is_not_a_number_is_422(http: httpx.Client) -> None:
+    for value in (True, "10", 10.5):
+        r = http.post("/search", json={"query": QUERY, "k": 2, "rerank": value})
+        assert r.status_code == 422 and "rerank" in r.json()["detail"], (value, r.text)
+    assert http.get("/search", params={"q": QUERY, "rerank": "many"}).status_code == 422
+
+
+def test_a_server_without_a_reranker_answers_409(plain: httpx.Client) -> None:
+    for r in (
+        plain.post("/search", json={"query": QUERY, "k": 2, "rerank": 10}),
+        plain.get("/search", params={"q": QUERY, "k": 2, "rerank": 10}),
+    ):
+        assert r.status_code == 409, r.text
+        body = r.json()
+        assert body["error"] == "ConflictError"
+        assert "no reranker" in body["detail"] and "DOCVEC_RERANK_MODEL" in body["detail"]
+    # without the second stage it searches as ever
+    assert _ok(plain.post("/search", json={"query": QUERY, "rerank": 0})) == {
+        "query": QUERY,
+        "k": 5,
+        "mode": "dense+text",
+        "rerank": 0,
+        "hits": [],
+    }
+
+
+def test_the_servers_default_rerank(tiny_dir: Path, reranker_dir: Path, tmp_path: Path) -> None:
+    """DOCVEC_RERANK: a search that says nothing of rerank is reranked that deep; one that says 0 is not."""
+    settings = index_settings(tmp_path / "data", tiny_dir, rerank_model=str(reranker_dir), rerank=8)
+    with _serve(settings) as client:
+        assert _ok(client.get("/healthz"))["rerank"] == 8
+        assert _ok(client.post("/search", json={"query": QUERY}))["rerank"] == 8
+        assert _ok(client.get("/search", params={"q": QUERY, "k": 8}))["rerank"] == 8
+        assert _ok(client.post("/search", json={"query": QUERY, "rerank": 0}))["rerank"] == 0
+        assert _ok(client.post("/search", json={"query": QUERY, "k": 9, "rerank": 9}))["rerank"] == 9
+        # more pages than the default depth: all of them are reranked (the default is not an error)
+        deeper = _ok(client.post("/search", json={"query": QUERY, "k": 9}))
+        assert deeper["rerank"] == 9 and all(h["rerank_score"] is not None for h in deeper["hits"])
+        # asked for explicitly, a depth below k is
+        r = client.post("/search", json={"query": QUERY, "k": 9, "rerank": 8})
+        assert r.status_code == 400 and "rerank (8) is below k (9)" in r.json()["detail"]
+
+
+# -- RemoteIndex -------------------------------------------------------------------------------------------
+
+
+def test_a_remote_index_reranks_as_a_local_one(
+    http: httpx.Client, plain: httpx.Client, rerank_settings: Settings, docs: dict[str, Path]
+) -> None:
+    settings = rerank_settings
+    with RemoteIndex(str(http.base_url), settings) as remote:
+        hits = remote.search(QUERY, 3, rerank=6)
+        served = _ok(http.post("/search", json={"query": QUERY, "k": 3, "rerank": 6}))["hits"]
+        assert [(h.doc_id, h.page, h.rerank_score) for h in hits] == [
+            (h["doc_id"], h["page"], h["rerank_score"]) for h in served
+        ]
+        tagged = remote.search(QUERY, 2, SearchFilter(tags={"team": "legal"}), rerank=4)
+        assert {h.doc_id for h in tagged} == {_doc_id(docs[TAGGED])}
+        assert all(h.rerank_score is not None for h in tagged)
+        assert all(h.rerank_score is None for h in remote.search(QUERY, 3))  # the server's default: 0
+        with pytest.raises(InputError, match=r"rerank \(2\) is below k \(3\)"):
+            remote.search(QUERY, 3, rerank=2)
+    with RemoteIndex(str(plain.base_url), settings) as remote, pytest.raises(ConflictError) as caught:
+        remote.search(QUERY, 3, rerank=6)
+    assert type(caught.value) is ConflictError and "no reranker" in str(caught.value)

@@ -21,28 +21,17 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import PngImagePlugin
 
-from docvec import EmbedSettings, Index, RenderSettings, Settings, connect
+from docvec import Index, connect
 from docvec._store._owner import read_owner
 from docvec.api import create_app
 
-from .helpers import docvec_env, page_image
+from .helpers import SMALL, docvec_env, index_settings, page_image
 from .processes import docvec, served
 
-SMALL = 28 * 28 * 64
 READER = "reader-key-1"
 OPERATOR = "operator-key-2"
 HERE = "http://127.0.0.1:8000"  # how a program on the server's machine names it
 AFAR = ("203.0.113.9", 40000)  # a client on another machine
-
-
-def _settings(data: Path, tiny_dir: Path, **extra: Any) -> Settings:
-    return Settings(
-        data_dir=data,
-        model=str(tiny_dir),
-        embed=EmbedSettings(max_pixels=SMALL, threads=2),
-        render=RenderSettings(workers=1, timeout_s=120),
-        **extra,
-    )
 
 
 def _png(seed: int, *, text: str | None = None) -> bytes:
@@ -75,7 +64,7 @@ def keyed(
 ) -> Iterator[TestClient]:
     """A server with a reader's key, an operator's key and one ingest root; indexed: one document under
     the root, one outside it (ingested on the server's machine by its user)."""
-    s = _settings(
+    s = index_settings(
         tmp_path_factory.mktemp("access-keyed"),
         tiny_dir,
         api_key=READER,
@@ -212,7 +201,7 @@ def test_an_api_key_is_printable_ascii_or_the_server_does_not_start(tmp_path: Pa
 @pytest.fixture(scope="module")
 def open_app(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """A server with no key at all (the default), on the tiny model; its client is on another machine."""
-    s = _settings(tmp_path_factory.mktemp("access-open"), tiny_dir)
+    s = index_settings(tmp_path_factory.mktemp("access-open"), tiny_dir)
     with TestClient(create_app(s), base_url=HERE, client=AFAR) as c:
         yield c
 
@@ -238,13 +227,13 @@ def test_without_keys_the_operators_work_is_this_machines_programs_only(open_app
 
 
 def test_forwarded_for_is_a_trusted_proxys_word_only(tiny_dir: Path, tmp_path: Path) -> None:
-    s = _settings(tmp_path / "data", tiny_dir)
+    s = index_settings(tmp_path / "data", tiny_dir)
     with TestClient(create_app(s), base_url=HERE, client=AFAR) as c:
         # from afar, claiming to be this machine: not believed
         assert c.post("/gc", headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 403
     # a proxy on this machine, named: the client is whom it names, and a request that names none came
     # through it from who knows where
-    s = _settings(tmp_path / "data2", tiny_dir, trusted_proxies=["127.0.0.1"])
+    s = index_settings(tmp_path / "data2", tiny_dir, trusted_proxies=["127.0.0.1"])
     with TestClient(create_app(s), base_url=HERE, client=("127.0.0.1", 40000)) as c:
         assert c.post("/gc", headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 403
         assert c.post("/gc").status_code == 403

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from docvec import Index, Settings
 
-from .helpers import copy_documents, docvec_env
+from .helpers import TINY, copy_documents, docvec_env
 from .processes import served
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
@@ -23,15 +23,14 @@ EXAMPLES = 60
 #: They start background work on the server's own files (a generated path can be "/", a generated spec
 #: a reindex with any settings): test_api checks their requests instead.
 NOT_GENERATED = ("/ingest", "/reindex")
-SMALL = 28 * 28 * 16
 
 
 def test_the_api_keeps_its_contract(tmp_path: Path, tiny_dir: Path, documents: Path) -> None:
     data = tmp_path / "data"
     corpus = copy_documents(documents, tmp_path / "corpus", ["pysamples__smile.png"])
-    with Index.open(Settings(data_dir=data, model=str(tiny_dir), embed={"max_pixels": SMALL})) as ix:
+    with Index.open(Settings(data_dir=data, model=str(tiny_dir), embed={"max_pixels": TINY})) as ix:
         assert ix.add([corpus], tags=["team=legal"]).ok
-    with served(docvec_env(data, tiny_dir, max_pixels=SMALL), tmp_path / "serve.log") as server:
+    with served(docvec_env(data, tiny_dir, max_pixels=TINY), tmp_path / "serve.log") as server:
         excluded = [arg for path in NOT_GENERATED for arg in ("--exclude-path", path)]
         run = subprocess.run(
             [

@@ -1,9 +1,10 @@
-"""The `docvec` command line, run as users run it."""
+"""The `docvec` command line, run as users run it: embed, rerank (checked against the library's
+:class:`~docvec.Reranker` on the same inputs: the tiny reranker's weights are random, its scores its own),
+models, the demo, the help pages."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,26 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
-from docvec import Embedder, ModelFiles
+from docvec import Embedder, ModelFiles, Reranker
 from docvec._cli import app
 from docvec._model._registry import REGISTRY
-from docvec._records import EmbeddingRecord
 
 from .fakehub import fill_cache
-from .helpers import page_image
+from .helpers import embed_json, one_line_error, page_image
+from .processes import docvec
 
 runner = CliRunner()
-
-
-def _docvec(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The installed console script in a fresh process."""
-    exe = Path(sys.executable).with_name("docvec")
-    return subprocess.run(
-        [str(exe), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300
-    )
+#: the query the rerank command scores pages for
+QUERY = "the total amount due"
 
 
 @pytest.mark.parametrize(
@@ -45,15 +39,7 @@ def test_embed_json_matches_the_library(
     embedder: Embedder = request.getfixturevalue(library)
     img = tmp_path / "page.png"
     page_image(300, 420).save(img)  # under both families' page budgets: the fixtures' tokens
-    args = ["embed", "--model", str(model_dir), "-q", "invoice total", "-p", "a passage", "-i", str(img)]
-    r = runner.invoke(app, [*args, "--json"])
-    assert r.exit_code == 0, r.output
-    rows = TypeAdapter(list[EmbeddingRecord]).validate_json(r.stdout)
-    assert [(x.kind, x.input) for x in rows] == [
-        ("query", "invoice total"),
-        ("passage", "a passage"),
-        ("image", str(img)),
-    ]
+    rows = embed_json(model_dir, img)
     np.testing.assert_allclose(rows[0].vector, embedder.embed_queries(["invoice total"])[0], atol=1e-6)
     np.testing.assert_allclose(rows[1].vector, embedder.embed_passages(["a passage"])[0], atol=1e-6)
     np.testing.assert_allclose(rows[2].vector, embedder.embed_images([img])[0], atol=1e-6)
@@ -92,6 +78,113 @@ def test_embed_bad_image_names_the_file(tiny_dir: Path, tmp_path: Path) -> None:
     assert "item 1" in r.output and "scan.jpg" in r.output
 
 
+# -- docvec rerank ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three page images of different sizes, small enough for any page budget (no resizing differs)."""
+    folder = tmp_path_factory.mktemp("rerank-images")
+    paths = []
+    for i, (w, h) in enumerate(((120, 160), (160, 120), (140, 140))):
+        paths.append(folder / f"page-{i}.png")
+        page_image(w, h, seed=30 + i).save(paths[-1])
+    return paths
+
+
+# -- docvec rerank ---------------------------------------------------------------------------------------
+
+
+def test_rerank_json_gives_the_libraries_scores_in_input_order(
+    reranker_dir: Path, reranker: Reranker, images: list[Path]
+) -> None:
+    instruction = "Find the page of an invoice that answers the query."
+    args = ["rerank", "--model", str(reranker_dir), "-q", QUERY, "--instruction", instruction]
+    order = [images[2], images[0], images[1]]  # not the files' order: the order given is kept
+    r = runner.invoke(app, [*args, *(a for p in order for a in ("-i", str(p))), "--threads", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [row["image"] for row in rows] == [str(p) for p in order]
+    scores = np.array([row["score"] for row in rows])
+    assert all(isinstance(row["score"], float) for row in rows) and np.all((scores > 0) & (scores < 1))
+    np.testing.assert_allclose(scores, reranker.score(QUERY, order, instruction=instruction), atol=1e-6)
+    # the instruction counts: without it, other scores
+    assert not np.allclose(scores, reranker.score(QUERY, order), atol=1e-6)
+
+
+def test_rerank_table_with_the_model_from_the_environment(
+    reranker_dir: Path, reranker: Reranker, images: list[Path]
+) -> None:
+    env = {"DOCVEC_RERANK_MODEL": str(reranker_dir), "DOCVEC_EMBED__THREADS": "2", "COLUMNS": "200"}
+    r = runner.invoke(app, ["rerank", "-q", QUERY, *(a for p in images for a in ("-i", str(p)))], env=env)
+    assert r.exit_code == 0, r.output
+    expected = reranker.score(QUERY, images)
+    ranks = {int(i): rank for rank, i in enumerate(np.argsort(-expected), start=1)}
+    rows = [ln for ln in r.stdout.splitlines() if ".png" in ln]
+    assert len(rows) == len(images)
+    for i, (row, path) in enumerate(zip(rows, images, strict=True)):  # in the order given, each with its rank
+        cells = [c.strip() for c in row.strip("│ ").split("│")]
+        assert cells[0] == str(path), row
+        assert float(cells[1]) == pytest.approx(expected[i], abs=1e-4) and int(cells[2]) == ranks[i]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        # no reranker named anywhere
+        (["-q", "x", "-i", "{img}"], {}, "no reranker: give --model or set DOCVEC_RERANK_MODEL"),
+        (["-q", "x"], {"DOCVEC_RERANK_MODEL": "{rr}"}, "give at least one page image with --image"),
+        (["-i", "{img}"], {"DOCVEC_RERANK_MODEL": "{rr}"}, "give the query with --query"),
+        (["-q", "   ", "-i", "{img}"], {"DOCVEC_RERANK_MODEL": "{rr}"}, "the query is empty"),
+        (["-q", "x", "--instruction", " ", "-i", "{img}", "-m", "{rr}"], {}, "the instruction"),
+        (
+            ["-q", "x", "-i", "{img}", "-i", "{tmp}/nope.png", "-m", "{rr}"],
+            {},
+            "item 1 {tmp}/nope.png: no such file",
+        ),
+        (["-q", "x", "-i", "{tmp}/bad.png", "-m", "{rr}"], {}, "item 0 {tmp}/bad.png: not an image file"),
+        (["-q", "x", "-i", "{img}", "-m", "{tmp}/no-model"], {}, "{tmp}/no-model: no such file or folder"),
+    ],
+)
+def test_rerank_errors_are_one_line_naming_the_input(
+    args: list[str],
+    env: dict[str, str],
+    message: str,
+    reranker_dir: Path,
+    images: list[Path],
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG not really")
+    values = {"img": images[0], "rr": reranker_dir, "tmp": tmp_path}
+    full: dict[str, str | None] = {"DOCVEC_RERANK_MODEL": None, "DOCVEC_RERANK": None, "COLUMNS": "300"}
+    full.update({k: v.format(**values) for k, v in env.items()})
+    r = runner.invoke(app, ["rerank", *(a.format(**values) for a in args)], env=full)
+    assert r.exit_code == 2, r.output
+    assert message.format(**values) in one_line_error(r.output)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("tiny_dir", "no reranker profile for a 'qwen2vl' language model"),  # jina-v4's architecture
+        ("qwen3vl_dir", "is not a reranker"),  # a reranker's architecture, converted as an embedder
+    ],
+)
+def test_rerank_with_an_embedding_model_says_it_is_not_a_reranker(
+    model: str, message: str, images: list[Path], request: pytest.FixtureRequest
+) -> None:
+    folder: Path = request.getfixturevalue(model)
+    r = runner.invoke(
+        app, ["rerank", "-m", str(folder), "-q", "x", "-i", str(images[0])], env={"COLUMNS": "300"}
+    )
+    assert r.exit_code == 2, r.output
+    said = one_line_error(r.output)
+    assert message in said and str(folder) in said
+
+
+# -- models ----------------------------------------------------------------------------------------------
+
+
 def test_convert_with_quantization_makes_complete_model_folders(tiny_dir: Path, tmp_path: Path) -> None:
     r = runner.invoke(
         app,
@@ -127,7 +220,7 @@ def test_convert_errors(tmp_path: Path) -> None:
 
 
 def test_pull_offline_says_what_to_do(tmp_path: Path) -> None:
-    r = _docvec("models", "pull", "jina-v4", env={"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    r = docvec("models", "pull", "jina-v4", env={"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 2, r.stderr
     assert "CC BY-NC 4.0" in r.stderr  # the licence is shown before anything is fetched
     assert "jinaai/jina-embeddings-v4-text-retrieval-GGUF" in r.stderr and "Traceback" not in r.stderr
@@ -145,12 +238,12 @@ def test_pulled_registry_model_is_used_by_name(tiny_files: ModelFiles, tmp_path:
         },
     )
     env = {"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
-    pulled = _docvec("models", "pull", "jina-v4", "--no-head", env=env)  # the GGUFs only, offline
+    pulled = docvec("models", "pull", "jina-v4", "--no-head", env=env)  # the GGUFs only, offline
     assert pulled.returncode == 0, pulled.stderr
     assert m.lm_files[m.default_quant] in pulled.stdout.replace("\n", "")
-    listed = _docvec("models", "list", env=env)
+    listed = docvec("models", "list", env=env)
     assert listed.returncode == 0 and re.search(r"jina-v4 .*│ Q8_0 ", listed.stdout), listed.stdout
-    out = _docvec("embed", "-q", "hello", "--json", env={**env, "DOCVEC_MODEL": "jina-v4"})
+    out = docvec("embed", "-q", "hello", "--json", env={**env, "DOCVEC_MODEL": "jina-v4"})
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)[0]["vector"]) == 64
 

@@ -16,22 +16,13 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-import docvec
-from docvec import Index
+from docvec import Index, __version__
 from docvec._cli import app
 
-from .helpers import page_image
-from .processes import free_port
+from .helpers import SMALL, page_image
+from .processes import docvec, free_port
 
 runner = CliRunner()
-SMALL = 28 * 28 * 64
-
-
-def _docvec(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("docvec")
-    return subprocess.run(
-        [str(exe), *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=timeout
-    )
 
 
 @pytest.fixture()
@@ -63,7 +54,7 @@ def indexed(tmp_path: Path, cache: Path) -> dict[str, str]:
 
 def test_version() -> None:
     r = runner.invoke(app, ["--version"])
-    assert r.exit_code == 0 and r.stdout.strip() == f"docvec {docvec.__version__}"
+    assert r.exit_code == 0 and r.stdout.strip() == f"docvec {__version__}"
 
 
 def test_the_test_model_goes_by_name(cache: Path) -> None:
@@ -151,7 +142,7 @@ def test_serve_says_where_and_what_and_logs_at_info(indexed: dict[str, str]) -> 
                 time.sleep(0.2)
         httpx.get(f"http://127.0.0.1:{port}/search", params={"q": "x"}, timeout=30)
         # a second server on the same folder is told where the first one listens
-        second = _docvec("serve", "--port", str(free_port()), env={**indexed, "COLUMNS": "300"})
+        second = docvec("serve", "--port", str(free_port()), env={**indexed, "COLUMNS": "300"})
         said = [ln for ln in second.stderr.splitlines() if ln.strip()]
         assert second.returncode == 2 and len(said) == 1, second.stderr
         assert f"It is `docvec serve` at http://127.0.0.1:{port}: send the work to" in said[0], said
@@ -168,7 +159,7 @@ def test_serve_says_where_and_what_and_logs_at_info(indexed: dict[str, str]) -> 
 
 def test_serve_on_a_busy_store_is_one_line(indexed: dict[str, str]) -> None:
     with Index.open(Path(indexed["DOCVEC_DATA_DIR"])):  # this process holds the embedded store
-        r = _docvec("serve", "--port", str(free_port()), env=indexed)
+        r = docvec("serve", "--port", str(free_port()), env=indexed)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "is in use by process" in r.stderr
 
@@ -180,7 +171,7 @@ def test_serve_on_a_taken_port_is_one_line_and_no_banner(indexed: dict[str, str]
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = _docvec("serve", "--port", str(port), env={**indexed, "COLUMNS": "300"})
+        r = docvec("serve", "--port", str(port), env={**indexed, "COLUMNS": "300"})
     said = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("INFO ")]
     assert r.returncode == 2 and "serves http" not in r.stderr, r.stderr
     assert said == [
@@ -190,7 +181,7 @@ def test_serve_on_a_taken_port_is_one_line_and_no_banner(indexed: dict[str, str]
 
 def test_serve_with_a_missing_model_is_one_line(indexed: dict[str, str], tmp_path: Path) -> None:
     env = {**indexed, "DOCVEC_MODEL": str(tmp_path / "no-such-model")}
-    r = _docvec("serve", "--port", str(free_port()), env=env)
+    r = docvec("serve", "--port", str(free_port()), env=env)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "startup failed" not in r.stderr
     errors = [ln for ln in r.stderr.splitlines() if not ln.startswith("INFO ")]  # the log is at INFO here
     assert len(errors) == 1 and errors[0].startswith("error: ") and "no-such-model" in errors[0], r.stderr

@@ -23,14 +23,14 @@ from docvec import (
     ReindexSpec,
     RemoteIndex,
     RenderError,
+    SearchFilter,
     Settings,
     connect,
 )
 
-from .helpers import copy_documents, docvec_env
+from .helpers import TINY, copy_documents, docvec_env
 from .processes import served
 
-SMALL = 28 * 28 * 16
 DOCUMENTS = ("pysamples__smile.png", "pysamples__minimal-document.pdf", "pysamples__pdflatex-4-pages.pdf")
 LIMIT = 10 << 20
 
@@ -46,7 +46,7 @@ def index(
 ) -> Iterator[IndexLike]:
     """The corpus indexed, then the index as this test's face of it: local, or served."""
     data = tmp_path_factory.mktemp(f"contract-{request.param}")
-    settings = Settings(data_dir=data, model=str(tiny_dir), embed={"max_pixels": SMALL, "threads": 1})
+    settings = Settings(data_dir=data, model=str(tiny_dir), embed={"max_pixels": TINY, "threads": 1})
     if request.param == "local":
         with Index.open(settings) as local:
             local.add([corpus])
@@ -57,7 +57,7 @@ def index(
     log = data.parent / f"{data.name}.log"
     # the served face as its owner's programs meet it: connect() finds the server holding the store, and
     # the token that makes this user its owner (any path it can read, as without the server)
-    with served(docvec_env(data, tiny_dir, max_pixels=SMALL), log), connect(settings) as remote:
+    with served(docvec_env(data, tiny_dir, max_pixels=TINY), log), connect(settings) as remote:
         assert isinstance(remote, RemoteIndex)
         yield remote
 
@@ -184,11 +184,14 @@ def test_files_added_and_deleted(index: IndexLike, tmp_path: Path, documents: Pa
     folder.mkdir()
     shutil.copy(documents / "pysamples__grayscale-image.pdf", folder / "gray.pdf")
     (folder / "empty.pdf").write_bytes(b"")
-    report = index.add([folder], tags=["team=ops"])
+    report = index.add([folder], tags={"team": "ops", "year": "2026"})  # tags as a mapping (or key=value)
     assert (report.documents_indexed, report.pages_indexed, report.documents_failed) == (1, 1, 1)
     assert [(Path(f.path).name, f.reason) for f in report.failures] == [("empty.pdf", "the file is empty")]
-    hits = index.search("gray", 1, filter=None)
-    assert hits
+    # a filter's tags in either shape, on either face: the page and only it
+    for tags in (["team=ops"], {"year": "2026", "team": "ops"}):
+        hits = index.search("gray", 5, filter=SearchFilter(tags=tags))
+        assert [h.name for h in hits] == ["gray.pdf"], tags
+    assert index.search("gray", 5, filter=SearchFilter(tags={"team": "ml"})) == []
     assert index.delete(str(folder / "gray.pdf")) == 1
     assert index.delete(str(folder / "gray.pdf")) == 0
 

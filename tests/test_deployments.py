@@ -33,7 +33,7 @@ from prefect.client.schemas.objects import FlowRun, StateType
 
 from docvec import Index, Settings
 
-from .helpers import copy_documents
+from .helpers import SMALL, copy_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -199,7 +199,7 @@ def _worker(server: Server, tmp: Path, tiny_dir: Path, data: Path) -> Process:
     env = server.env | {
         "DOCVEC_DATA_DIR": str(data),
         "DOCVEC_MODEL": str(tiny_dir),
-        "DOCVEC_EMBED__MAX_PIXELS": str(28 * 28 * 64),
+        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
     }
     cwd = tmp / "worker"
     cwd.mkdir(exist_ok=True)

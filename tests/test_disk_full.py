@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from docvec import DiskFullError, EmbedSettings, Index, IngestReport, RenderSettings, Settings
+from docvec import DiskFullError, Index, IngestReport, Settings
 from docvec._store import Dense, Point, open_store, point_id
 
-from .helpers import docvec_env, page_image
+from .helpers import SMALL, docvec_env, index_settings, page_image
+from .processes import DOCVEC
 
-SMALL = 28 * 28 * 64
 MB = 1 << 20
 
 
@@ -73,31 +73,51 @@ def _env(data: Path, tiny_dir: Path, reserve_mb: int = 0) -> dict[str, str]:
     }
 
 
-def test_a_disk_filling_up_mid_run_stops_it_cleanly_and_a_rerun_finishes(
-    small_disk: Path, tmp_path: Path, tiny_dir: Path
-) -> None:
+def _ingest_while_the_disk_fills(
+    tmp_path: Path, disk: Path, env: dict[str, str], *, after: str, leave: int
+) -> tuple[int, str, str, Path | None]:
+    """`docvec ingest` of eight page images in a process of its own; once it reports ``after``
+    ("progress: N/8"), another program fills ``disk`` until ``leave`` bytes are free. Its exit code, what
+    it printed on stdout and stderr, and that program's file (None if the progress never came)."""
     docs = tmp_path / "docs"
     docs.mkdir()
     for seed in range(8):
         page_image(400, 560, seed=seed).save(docs / f"page{seed}.png")
-    data = small_disk / "data"
-    exe = Path(sys.executable).with_name("docvec")
-    env = _env(data, tiny_dir, reserve_mb=30)
     proc = subprocess.Popen(
-        [str(exe), "ingest", str(docs), "--progress-every", "0"],
+        [DOCVEC, "ingest", str(docs), "--progress-every", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
     assert proc.stderr is not None
+    filler = None
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # another program fills the disk once the first page is in
-        if proc.stderr.readline().startswith("progress: 1/8"):
-            filler = _fill(small_disk, leave=50 * MB)  # under the reserve and a growth step of the store
+    while time.monotonic() < deadline:
+        if proc.stderr.readline().startswith(after):
+            filler = _fill(disk, leave=leave)
             break
     out, errs = proc.communicate(timeout=300)
-    assert proc.returncode == 2, (out, errs[-3000:])  # an error, not SIGBUS (-7) or a traceback
+    return proc.returncode, out, errs, filler
+
+
+def _search(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [DOCVEC, "search", "x", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_a_disk_filling_up_mid_run_stops_it_cleanly_and_a_rerun_finishes(
+    small_disk: Path, tmp_path: Path, tiny_dir: Path
+) -> None:
+    data = small_disk / "data"
+    env = _env(data, tiny_dir, reserve_mb=30)
+    # another program fills the disk once the first page is in: under the reserve and a growth step of the
+    # store
+    code, out, errs, filler = _ingest_while_the_disk_fills(
+        tmp_path, small_disk, env, after="progress: 1/8", leave=50 * MB
+    )
+    assert code == 2, (out, errs[-3000:])  # an error, not SIGBUS (-7) or a traceback
     assert "Traceback" not in errs
     assert f"not enough free space in {data}" in errs and "docvec keeps 30 MB free" in errs, errs[-2000:]
     stopped = next(line for line in out.splitlines() if line.startswith("stopped: "))
@@ -105,52 +125,38 @@ def test_a_disk_filling_up_mid_run_stops_it_cleanly_and_a_rerun_finishes(
 
     # reading takes no room: on the full disk, the search and the listing answer with what was indexed
     indexed = int(stopped.split()[2])
-    r = subprocess.run(
-        [str(exe), "search", "x", "-k", "8", "--json"], capture_output=True, text=True, env=env, timeout=300
-    )
+    r = _search(env, "-k", "8", "--json")
     assert r.returncode == 0 and r.stdout.count('"doc_id"') == indexed, r.stderr[-2000:]
-    r = subprocess.run([str(exe), "documents", "--json"], capture_output=True, text=True, env=env)
+    r = subprocess.run([DOCVEC, "documents", "--json"], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and r.stdout.count('"doc_id"') == indexed, r.stderr[-2000:]
 
+    assert filler is not None
     filler.unlink()  # room again: the same command finishes the job, and nothing before was lost
     r = subprocess.run(
-        [str(exe), "ingest", str(docs), "--json"], capture_output=True, text=True, env=env, timeout=600
+        [DOCVEC, "ingest", str(tmp_path / "docs"), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     again = IngestReport.model_validate_json(r.stdout)
     assert again.documents_skipped >= 1 and again.documents_indexed + again.documents_skipped == 8
-    r = subprocess.run(
-        [str(exe), "search", "x", "-k", "8", "--json"], capture_output=True, text=True, env=env
-    )
+    r = _search(env, "-k", "8", "--json")
     assert r.returncode == 0 and r.stdout.count('"doc_id"') == 8, r.stderr[-2000:]
 
 
 def test_a_disk_filled_to_the_last_byte_mid_run_keeps_every_document_the_run_reported(
     small_disk: Path, tmp_path: Path, tiny_dir: Path
 ) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for seed in range(8):
-        page_image(400, 560, seed=seed).save(docs / f"page{seed}.png")
     data = small_disk / "data"
-    exe = Path(sys.executable).with_name("docvec")
     env = _env(data, tiny_dir)
-    proc = subprocess.Popen(
-        [str(exe), "ingest", str(docs), "--progress-every", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+    # with no reserve, another program takes every byte left
+    code, out, errs, filler = _ingest_while_the_disk_fills(
+        tmp_path, small_disk, env, after="progress: 2/8", leave=0
     )
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # with no reserve, another program takes every byte left
-        if proc.stderr.readline().startswith("progress: 2/8"):
-            filler = _fill(small_disk, leave=0)
-            break
-    out, errs = proc.communicate(timeout=300)
     # an error that says why, not SIGBUS (-7) when the store is closed, nor qdrant-edge's own words
-    assert proc.returncode == 2, (out, errs[-3000:])
+    assert code == 2, (out, errs[-3000:])
     assert "Traceback" not in errs
     error = next(line for line in errs.splitlines() if line.startswith("error: "))
     assert error.startswith(f"error: not enough free space in {data}"), errs[-2000:]
@@ -161,14 +167,13 @@ def test_a_disk_filled_to_the_last_byte_mid_run_keeps_every_document_the_run_rep
     # not a byte left: a reader cannot load the store (qdrant-edge rewrites a file as it loads), and
     # says so without crashing
     _fill(small_disk, leave=0)
-    r = subprocess.run([str(exe), "search", "x"], capture_output=True, text=True, env=env, timeout=300)
+    r = _search(env)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"not enough free space in {data}" in r.stderr, r.stderr[-2000:]
 
+    assert filler is not None
     filler.unlink()  # room again: every document the run reported indexed is there and found
-    r = subprocess.run(
-        [str(exe), "search", "x", "-k", "8", "--json"], capture_output=True, text=True, env=env, timeout=300
-    )
+    r = _search(env, "-k", "8", "--json")
     assert r.returncode == 0 and r.stdout.count('"doc_id"') == indexed, r.stderr[-2000:]
 
 
@@ -267,13 +272,7 @@ def test_closing_a_store_on_a_full_disk_keeps_its_writes_for_the_next_open(small
 
 
 def _settings(data: Path, tiny_dir: Path) -> Settings:
-    return Settings(
-        data_dir=data,
-        model=str(tiny_dir),
-        embed=EmbedSettings(max_pixels=SMALL, threads=2),
-        render=RenderSettings(workers=1),
-        store_reserve_mb=100,
-    )
+    return index_settings(data, tiny_dir, store_reserve_mb=100)
 
 
 def _report_free(monkeypatch: pytest.MonkeyPatch, free: int) -> None:

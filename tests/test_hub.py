@@ -526,24 +526,31 @@ def test_missing_index_says_which_file(fake_hub: FakeHub, tmp_path: Path) -> Non
     assert INDEX in message and "404" in message
 
 
-def test_index_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:
+def _serve_with_index(fake_hub: FakeHub, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Serve the checkpoint with its safetensors index (``model.safetensors.index.json``) changed by
+    ``edit``."""
     ck = build_checkpoint()
     index = json.loads(ck.files[INDEX])
-    del index["weight_map"][W_KEY], index["weight_map"][B_KEY]
+    edit(index)
     ck.files[INDEX] = json.dumps(index).encode()
     serve(fake_hub, ck)
+
+
+def test_index_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:
+    def drop(index: dict[str, Any]) -> None:
+        del index["weight_map"][W_KEY], index["weight_map"][B_KEY]
+
+    _serve_with_index(fake_hub, drop)
     message = _pull_fails(tmp_path)
     assert f"{INDEX}: no tensor is the multi-vector head's weight ({W_KEY} under any prefix" in message
 
 
 def test_shard_without_the_projector(fake_hub: FakeHub, tmp_path: Path) -> None:
-    ck = build_checkpoint()
-    index = json.loads(ck.files[INDEX])
-    index["weight_map"][W_KEY] = index["weight_map"][B_KEY] = SHARDS[0]  # the index is wrong
-    ck.files[INDEX] = json.dumps(index).encode()
-    serve(fake_hub, ck)
-    message = _pull_fails(tmp_path)
-    assert f"{SHARDS[0]} has no tensor {W_KEY}" in message
+    def misplace(index: dict[str, Any]) -> None:  # the index is wrong
+        index["weight_map"][W_KEY] = index["weight_map"][B_KEY] = SHARDS[0]
+
+    _serve_with_index(fake_hub, misplace)
+    assert f"{SHARDS[0]} has no tensor {W_KEY}" in _pull_fails(tmp_path)
 
 
 @pytest.mark.parametrize("missing", [ADAPTER_CONFIG, ADAPTER])

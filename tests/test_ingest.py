@@ -24,7 +24,6 @@ from docvec import (
     IngestReport,
     ModelFiles,
     PagePayload,
-    RenderSettings,
     SearchFilter,
     Settings,
     discover,
@@ -36,11 +35,10 @@ from docvec._render._renderer import DocumentInfo, Renderer
 from docvec._store import Filter
 
 from .documents import make_text_pdf, make_tiff
-from .helpers import page_image
+from .helpers import MINIMAL, SMALL, index_settings, page_image
 from .processes import docvec_after
 
 #: 8x8 tokens a page: rendering and embedding stay fast, the path is the same
-SMALL = 28 * 28 * 64
 
 #: documents and what must happen to each: (expected pages indexed, failure reason fragments)
 CASES = {
@@ -76,24 +74,13 @@ def docs(documents: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def settings(tmp_path: Path, tiny_dir: Path) -> Settings:
-    return Settings(
-        data_dir=tmp_path / "data",
-        model=str(tiny_dir),
-        embed=EmbedSettings(max_pixels=SMALL, threads=2),
-        render=RenderSettings(workers=1, timeout_s=120),
-    )
+    return index_settings(tmp_path / "data", tiny_dir)
 
 
 @pytest.fixture()
-def index(settings: Settings, embedder_small: Embedder) -> Iterator[Index]:
-    with Index.open(settings, embedder=embedder_small) as ix:
+def index(settings: Settings, small_embedder: Embedder) -> Iterator[Index]:
+    with Index.open(settings, embedder=small_embedder) as ix:
         yield ix
-
-
-@pytest.fixture(scope="module")
-def embedder_small(tiny_files: ModelFiles) -> Iterator[Embedder]:
-    with Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2)) as emb:
-        yield emb
 
 
 def _points(ix: Index) -> dict[str, dict[str, object]]:
@@ -506,7 +493,7 @@ def test_a_long_document_killed_late_resumes_and_never_half_replaces_the_old_one
 ) -> None:
     book = tmp_path / "book.pdf"
     make_text_pdf(book, 1, lines=3)
-    env = {**_env(settings, tmp_path / "data"), "DOCVEC_EMBED__MAX_PIXELS": "3136"}  # 4 tokens a page
+    env = {**_env(settings, tmp_path / "data"), "DOCVEC_EMBED__MAX_PIXELS": str(MINIMAL)}  # 4 tokens a page
     assert _cli(["ingest", str(book)], env).wait(timeout=600) == 0
     first = _sha_id(book)
     make_text_pdf(book, 2000, lines=3)  # the same file grows into a 2,000-page book
@@ -538,12 +525,7 @@ def test_a_long_document_killed_late_resumes_and_never_half_replaces_the_old_one
 
 
 def test_a_document_still_being_written_is_listed_as_such(tmp_path: Path, tiny_dir: Path) -> None:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        model=str(tiny_dir),
-        embed=EmbedSettings(max_pixels=3136, threads=2),  # 2x2 tokens a page
-        render=RenderSettings(workers=1, timeout_s=120),
-    )
+    settings = index_settings(tmp_path / "data", tiny_dir, max_pixels=MINIMAL)
     book = make_text_pdf(tmp_path / "book.pdf", 40, lines=1)
 
     def stop(p: IngestProgress) -> None:  # a server stopping: between two pages

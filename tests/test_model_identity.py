@@ -23,20 +23,16 @@ from docvec import (
 from docvec._model._fingerprint import fingerprint
 from docvec._model._gguf import read_gguf_info
 
-from .helpers import docvec_env
+from .helpers import TINY, docvec_env
 from .processes import docvec, served
-
-SMALL = 28 * 28 * 16
 
 
 def _env(data: Path, model: Path) -> dict[str, str]:
-    return docvec_env(data, model, max_pixels=SMALL)
+    return docvec_env(data, model, max_pixels=TINY)
 
 
 def _settings(data: Path, model: Path, **embed: object) -> Settings:
-    return Settings(
-        data_dir=data, model=str(model), embed=EmbedSettings(max_pixels=SMALL, threads=1, **embed)
-    )  # type: ignore[arg-type]
+    return Settings(data_dir=data, model=str(model), embed=EmbedSettings(max_pixels=TINY, threads=1, **embed))  # type: ignore[arg-type]
 
 
 # -- fingerprints --------------------------------------------------------------------------------------

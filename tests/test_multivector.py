@@ -15,10 +15,9 @@ from fastapi.testclient import TestClient
 from docvec import EmbedSettings, Index, InputError, ModelError, ReindexSpec, SearchFilter, Settings
 from docvec._store import Filter
 
-from .helpers import eval_dataset
+from .helpers import TINY, copy_documents, eval_dataset
 from .processes import docvec
 
-SMALL = 28 * 28 * 16
 DOCS = (
     "pysamples__smile.png",
     "pysamples__minimal-document.pdf",
@@ -29,17 +28,13 @@ DOCS = (
 
 def _settings(data: Path, tiny_dir: Path, **extra: object) -> Settings:
     return Settings(
-        data_dir=data, model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL, threads=2), **extra
+        data_dir=data, model=str(tiny_dir), embed=EmbedSettings(max_pixels=TINY, threads=2), **extra
     )
 
 
 @pytest.fixture()
 def folder(tmp_path: Path, documents: Path) -> Path:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for name in DOCS:
-        shutil.copy(documents / name, docs / name)
-    return docs
+    return copy_documents(documents, tmp_path / "docs", DOCS)
 
 
 def _maxsim(query: np.ndarray, page: np.ndarray) -> float:
@@ -108,7 +103,7 @@ def test_a_single_vector_collection_refuses_token_searches_and_reindexes_into_on
     env = {
         "DOCVEC_DATA_DIR": str(data),
         "DOCVEC_MODEL": str(tiny_dir),
-        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+        "DOCVEC_EMBED__MAX_PIXELS": str(TINY),
     }
     assert docvec("ingest", str(folder), env=env).returncode == 0
     r = docvec("search", "a face", "--mode", "multi", env=env)
@@ -179,7 +174,7 @@ def test_the_api_says_which_mode_answered(tmp_path: Path, folder: Path, tiny_dir
 
 def test_eval_scores_each_mode_on_the_same_pages(tmp_path: Path, tiny_dir: Path) -> None:
     ds = eval_dataset(tmp_path / "ds")
-    env = {"DOCVEC_MODEL": str(tiny_dir), "DOCVEC_EMBED__MAX_PIXELS": str(SMALL)}
+    env = {"DOCVEC_MODEL": str(tiny_dir), "DOCVEC_EMBED__MAX_PIXELS": str(TINY)}
     r = docvec("eval", str(ds), "--mode", "dense", "--mode", "multi", "--mode", "hybrid", "--json", env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)

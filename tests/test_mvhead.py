@@ -23,7 +23,6 @@ import gguf
 import numpy as np
 import pytest
 from PIL import Image
-from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from docvec import Embedder, EmbedSettings, ModelError, ModelFiles
@@ -32,11 +31,10 @@ from docvec._errors import ModelFileError, ModelMismatchError, ToolError
 from docvec._model._head import FILE_NAME as HEAD_FILE
 from docvec._model._head import KEYS, read_head, write_head
 from docvec._model._resolve import resolve_model
-from docvec._records import EmbeddingRecord
 from docvec._tools._convert import _converter_view, find_head
 from docvec_reference.jina_v4 import ReferenceEmbedder, maxsim_scores
 
-from .helpers import SHAPES, TEXTS, page_image, report, shape_image
+from .helpers import SHAPES, TEXTS, embed_json, page_image, report, shape_image
 
 MEDIAN_BAR = 0.99999
 MIN_BAR = 0.999
@@ -273,15 +271,7 @@ def test_embed_multivector_json_matches_the_library(
 ) -> None:
     img = tmp_path / "page.png"
     page_image(300, 420).save(img)
-    args = ["embed", "--model", str(tiny_dir), "-q", "invoice total", "-p", "a passage", "-i", str(img)]
-    r = runner.invoke(app, [*args, "--multivector", "--json"])
-    assert r.exit_code == 0, r.output
-    rows = TypeAdapter(list[EmbeddingRecord]).validate_json(r.stdout)
-    assert [(x.kind, x.input) for x in rows] == [
-        ("query", "invoice total"),
-        ("passage", "a passage"),
-        ("image", str(img)),
-    ]
+    rows = embed_json(tiny_dir, img, "--multivector")
     expected = [
         mv_embedder.embed_queries_multi(["invoice total"]),
         mv_embedder.embed_passages_multi(["a passage"]),
@@ -292,8 +282,9 @@ def test_embed_multivector_json_matches_the_library(
         np.testing.assert_allclose(row.vector, dense[0], atol=1e-6)
         np.testing.assert_allclose(np.array(row.tokens), tokens[0], atol=1e-6)
     # without --multivector: the same vectors, no tokens
-    plain = TypeAdapter(list[EmbeddingRecord]).validate_json(runner.invoke(app, [*args, "--json"]).stdout)
+    plain = embed_json(tiny_dir, img)
     assert all(p.tokens is None and p.vector == m.vector for p, m in zip(plain, rows, strict=True))
+    args = ["embed", "--model", str(tiny_dir), "-q", "invoice total", "-p", "a passage", "-i", str(img)]
     assert "tokens" not in json.loads(runner.invoke(app, [*args, "--json"]).stdout)[0]
 
     table = runner.invoke(app, [*args[:5], "--multivector"])

@@ -17,7 +17,7 @@ import pytest
 
 from docvec._cli._demo import NEXT_COMMANDS, sample_documents
 
-from .helpers import ROOT
+from .helpers import ROOT, TINY
 from .processes import free_port
 
 BIN = Path(sys.executable).parent  # where `make setup` put docvec: `.venv/bin` in the README
@@ -118,7 +118,7 @@ def test_the_library_example_as_a_plain_script(home: dict[str, str], tmp_path: P
     )
     path = tmp_path / "example.py"
     path.write_text(script.replace('model="jina-v4"', 'model="tiny"'))  # the random-weight model, offline
-    env = {**home, "DOCVEC_EMBED__MAX_PIXELS": str(28 * 28 * 16), "DOCVEC_RENDER__WORKERS": "2"}
+    env = {**home, "DOCVEC_EMBED__MAX_PIXELS": str(TINY), "DOCVEC_RENDER__WORKERS": "2"}
     run = subprocess.run(
         [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )

@@ -34,10 +34,9 @@ from docvec._store import read_owner_token
 from docvec.api import create_app
 
 from .documents import make_text_pdf
-from .helpers import report
+from .helpers import TINY, copy_documents, report
 from .processes import docvec, docvec_after, served
 
-SMALL = 28 * 28 * 16  # 16 image tokens a page: fast on 2 cores
 BIGGER = 28 * 28 * 24
 QUERIES = ("total amount due", "the quick brown fox", "a smiling face")
 CORPUS = (
@@ -57,10 +56,7 @@ def bf16_model(tiny_bf16: ModelFiles) -> str:
 
 @pytest.fixture()
 def corpus(tmp_path: Path, documents: Path) -> Path:
-    folder = tmp_path / "corpus"
-    folder.mkdir()
-    for name in CORPUS:
-        shutil.copy(documents / name, folder / name)
+    folder = copy_documents(documents, tmp_path / "corpus", CORPUS)
     make_text_pdf(folder / "book.pdf", 70, lines=4)  # three batches of pages: a kill can land inside it
     return folder
 
@@ -69,7 +65,7 @@ def _env(data: Path, model: Path | str) -> dict[str, str]:
     return {
         "DOCVEC_DATA_DIR": str(data),
         "DOCVEC_MODEL": str(model),
-        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+        "DOCVEC_EMBED__MAX_PIXELS": str(TINY),
         "DOCVEC_EMBED__THREADS": "1",
         "DOCVEC_LOG_LEVEL": "INFO",
     }
@@ -267,7 +263,7 @@ def test_another_model_is_told_to_reindex(
         assert "docvec reindex" in line
     r = docvec("serve", "--port", "1", env=_env(data, bf16_model))  # the API does not start either
     assert r.returncode == 2 and "docvec reindex" in r.stderr and "Traceback" not in r.stderr
-    settings = Settings(data_dir=data, model=bf16_model, embed=EmbedSettings(max_pixels=SMALL))
+    settings = Settings(data_dir=data, model=bf16_model, embed=EmbedSettings(max_pixels=TINY))
     with Index.open(settings) as index, pytest.raises(CollectionMismatchError, match="docvec reindex"):
         index.search("a face", 1)
 
@@ -284,7 +280,7 @@ def test_settings_left_unset_follow_the_collection(tmp_path: Path, documents: Pa
     r = docvec("collections", "list", "--json", env=unset)
     versions = json.loads(r.stdout)
     assert [(v["version"], v["live"], v["max_pixels"], v["pages"]) for v in versions] == [
-        ("docvec.v1", False, SMALL, 1),
+        ("docvec.v1", False, TINY, 1),
         ("docvec.v2", True, BIGGER, 2),
     ]
     r = docvec("reindex", "--max-pixels", str(BIGGER), "--json", env=unset)
@@ -303,7 +299,7 @@ def test_reindex_on_a_qdrant_server(tmp_path: Path, documents: Path, tiny_dir: P
         data_dir=tmp_path / "data",
         model=str(tiny_dir),
         qdrant_url=":memory:",
-        embed=EmbedSettings(max_pixels=SMALL, threads=1),
+        embed=EmbedSettings(max_pixels=TINY, threads=1),
     )
     with Index.open(settings) as index:
         index.add([documents / "pysamples__smile.png", documents / "pysamples__minimal-document.pdf"])
@@ -375,7 +371,7 @@ def test_a_vanished_source_is_carried_over_or_reported(
     }
     # another model at another budget: its page can neither be rendered nor carried: lost, and said so; the
     # collection keeps its version with the page, and --drop-old drops nothing
-    args = ("reindex", "--model", bf16_model, "--max-pixels", str(SMALL), "--drop-old", "--json")
+    args = ("reindex", "--model", bf16_model, "--max-pixels", str(TINY), "--drop-old", "--json")
     r = docvec(*args, env=env)
     held = ReindexReport.model_validate_json(r.stdout)
     assert r.returncode == 2 and (held.switched, held.dropped_old) == (False, False), r.stderr[-2000:]
@@ -428,7 +424,7 @@ def _lacks_memory(monkeypatch: pytest.MonkeyPatch, dim: int, fail: set[int]) -> 
 def _indexed(tmp_path: Path, documents: Path, tiny_dir: Path) -> Settings:
     """A 4-page PDF (first by path, so it is read first) and an image, indexed: 5 pages."""
     settings = Settings(
-        data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL, threads=1)
+        data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=TINY, threads=1)
     )
     with Index.open(settings) as index:
         assert index.add(
@@ -525,7 +521,7 @@ def test_a_reindex_spec_takes_json_types_and_the_models_bounds(
         with pytest.raises(ValidationError):
             ReindexSpec.model_validate_json(body)
     settings = Settings(
-        data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL, threads=1)
+        data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=TINY, threads=1)
     )
     with Index.open(settings) as index:
         assert index.add([documents / "pysamples__smile.png"]).ok
@@ -607,15 +603,13 @@ def test_an_index_follows_its_collection_to_a_version_made_elsewhere(
     from docvec._pipeline._reindex import Reindexer
     from docvec._render._renderer import Renderer
 
-    settings = Settings(
-        data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=SMALL)
-    )
+    settings = Settings(data_dir=tmp_path / "data", model=str(tiny_dir), embed=EmbedSettings(max_pixels=TINY))
     with Index.open(settings) as index:
         index.add([documents / "pysamples__smile.png", documents / "pysamples__minimal-document.pdf"])
         before = index.search("a face", 2)
         with (
-            Embedder.open(bf16_model, EmbedSettings(max_pixels=SMALL)) as other,
-            Renderer(target_pixels=SMALL) as renderer,
+            Embedder.open(bf16_model, EmbedSettings(max_pixels=TINY)) as other,
+            Renderer(target_pixels=TINY) as renderer,
         ):
             parts = Parts(index._store, index.pages, renderer, other)
             made = Reindexer(parts, collection="docvec", model=bf16_model).run()

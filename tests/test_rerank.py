@@ -29,6 +29,7 @@ from docvec._model._profiles import QWEN3_VL_RERANKER
 from docvec_reference.qwen3vl import Qwen3VLRerankerReference
 
 from .documents import make_pages_pdf
+from .helpers import SMALL
 
 pytestmark = pytest.mark.slow
 
@@ -200,7 +201,7 @@ BACKENDS = [pytest.param(None, id="embedded"), pytest.param(":memory:", id="serv
 
 @pytest.fixture(scope="module")
 def small(tiny_dir: Path) -> Iterator[Embedder]:
-    emb = Embedder.open(tiny_dir, EmbedSettings(threads=2, max_pixels=64 * 28 * 28))
+    emb = Embedder.open(tiny_dir, EmbedSettings(threads=2, max_pixels=SMALL))
     yield emb
     emb.close()
 
@@ -211,7 +212,7 @@ def _settings(data: Path, url: str | None, reranker_dir: Path | None) -> Setting
         qdrant_url=url,
         ocr="off",
         rerank_model=str(reranker_dir) if reranker_dir else None,
-        embed=EmbedSettings(threads=2, max_pixels=64 * 28 * 28),
+        embed=EmbedSettings(threads=2, max_pixels=SMALL),
     )
 
 

@@ -1,4 +1,6 @@
-"""Search with filters, `docvec search`, and the batch query flow through the Prefect engine."""
+"""Search with filters, `docvec search` (reranked too: the tiny random-weight reranker's scores are checked
+against the library's :class:`~docvec.Reranker` on the same stored pages), what `docvec serve` says of its
+reranker, and the batch query flow through the Prefect engine."""
 
 from __future__ import annotations
 
@@ -7,44 +9,27 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from docvec import (
-    Embedder,
-    EmbedSettings,
-    Index,
-    InputError,
-    ModelFiles,
-    RenderSettings,
-    SearchFilter,
-    Settings,
-)
+from docvec import Embedder, EmbedSettings, Index, InputError, ModelFiles, Reranker, SearchFilter, Settings
 from docvec._cli import app
 
-from .helpers import load_flow, page_image
+from .documents import RARE, filler_pdfs
+from .helpers import ROOT, SMALL, TINY, index_settings, load_flow, one_line_error, page_image, rerank_env
+from .processes import docvec, served
 
-ROOT = Path(__file__).resolve().parents[1]
-SMALL = 28 * 28 * 64
 runner = CliRunner()
+#: the query of the reranked searches
+QUERY = "the total amount due"
 
 
 @pytest.fixture(scope="module")
-def small(tiny_files: ModelFiles) -> Iterator[Embedder]:
-    with Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2)) as emb:
-        yield emb
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path, small: Embedder) -> Settings:
+def indexed(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path, small_embedder: Embedder) -> Settings:
     """Five one-page images in two folders with tags; the index is closed again (the CLI opens it)."""
     root = tmp_path_factory.mktemp("search")
-    s = Settings(
-        data_dir=root / "data",
-        model=str(tiny_dir),
-        embed=EmbedSettings(max_pixels=SMALL, threads=2),
-        render=RenderSettings(workers=1),
-    )
+    s = index_settings(root / "data", tiny_dir)
     for folder, seeds, tags in (
         ("legal", (1, 2), ["team=legal", "year=2024"]),
         ("ops", (3, 4, 5), ["team=ops"]),
@@ -52,12 +37,12 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path, small: Emb
         (root / "docs" / folder).mkdir(parents=True)
         for seed in seeds:
             page_image(200 + 10 * seed, 280, seed=seed).save(root / "docs" / folder / f"p{seed}.png")
-        with Index.open(s, embedder=small) as ix:
+        with Index.open(s, embedder=small_embedder) as ix:
             assert ix.add([root / "docs" / folder], tags=tags).pages_indexed == len(seeds)
     # a folder whose name extends another's: a source filter must not take it for the shorter one
     (root / "docs" / "legalese").mkdir()
     page_image(260, 280, seed=6).save(root / "docs" / "legalese" / "p6.png")
-    with Index.open(s, embedder=small) as ix:
+    with Index.open(s, embedder=small_embedder) as ix:
         ix.add([root / "docs" / "legalese"])
     return s
 
@@ -85,9 +70,9 @@ def _names(hits: list[object]) -> set[str]:
     return {Path(h.source).name for h in hits}  # type: ignore[attr-defined]
 
 
-def test_filters_narrow_the_results(indexed: Settings, small: Embedder) -> None:
+def test_filters_narrow_the_results(indexed: Settings, small_embedder: Embedder) -> None:
     docs = indexed.data_dir.parent / "docs"
-    with Index.open(indexed, embedder=small) as index:
+    with Index.open(indexed, embedder=small_embedder) as index:
         run = lambda flt: index.search("invoice total", 10, filter=flt)  # noqa: E731
         everything = run(None)
         assert len(everything) == 6 and [h.score for h in everything] == sorted(
@@ -148,6 +133,44 @@ def test_cli_search_errors_are_one_clear_line(args: list[str], message: str, ind
     r = runner.invoke(app, args, env=_env(indexed))
     assert r.exit_code == 2
     assert message in " ".join(r.output.split()) and "Traceback" not in r.output
+
+
+def test_the_command_line_shows_snippets_and_eval_scores_keyword_modes(
+    tmp_path: Path, tiny_dir: Path
+) -> None:
+    env = {
+        "DOCVEC_DATA_DIR": str(tmp_path / "data"),
+        "DOCVEC_MODEL": str(tiny_dir),
+        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+        "DOCVEC_OCR": "off",
+        "COLUMNS": "120",
+    }
+    corpus = tmp_path / "ds" / "corpus"
+    filler_pdfs(corpus, rare_on=4)
+    r = runner.invoke(app, ["ingest", str(corpus)], env=env)
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["search", f"code {RARE}", "-k", "2", "--mode", "text"], env=env)
+    assert r.exit_code == 0, r.output
+    assert "doc-04.pdf" in r.stdout and f"Part code {RARE} is listed here." in " ".join(r.stdout.split())
+    r = runner.invoke(app, ["search", RARE, "-k", "1", "--json", "--with-text"], env=env)
+    assert r.exit_code == 0, r.output
+    (hit,) = json.loads(r.stdout)
+    assert hit["name"] == "doc-04.pdf" and RARE in hit["text"]
+    assert [hit["snippet"]["text"][a:b] for a, b in hit["snippet"]["marks"]] == [RARE]
+
+    # a dataset whose queries are words on its pages: keywords find each one's page first
+    queries = {"q1": f"part {RARE}", "q2": "spare parts delivery", "q3": "letter to the shareholders"}
+    (tmp_path / "ds" / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
+    )
+    (tmp_path / "ds" / "qrels.tsv").write_text("q1\tdoc-04\t1\nq2\tdoc-05\t1\nq3\tdoc-10\t1\n")
+    args = ["eval", str(tmp_path / "ds"), "-k", "3", "--mode", "dense", "--mode", "text", "--mode", "auto"]
+    r = runner.invoke(app, [*args, "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    modes = json.loads(r.stdout)["modes"]
+    assert set(modes) == {"dense", "text", "dense+text"}
+    assert modes["text"]["ndcg@5"] == pytest.approx(1.0)
+    assert modes["dense+text"]["recall@3"] == pytest.approx(1.0)  # found by keywords, kept by the fusion
 
 
 def test_query_flow_writes_json_lines(
@@ -227,3 +250,106 @@ def test_query_flow_script_reports_a_bad_line_in_one_line(indexed: Settings, tmp
         f"error: {queries}: line 2: expected a query, or a search as JSON ({{'query': ..., 'k': ...}})"
     )
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# -- docvec search --rerank ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_pages(tiny_files: ModelFiles) -> Iterator[Embedder]:
+    """The tiny model at 16 image tokens a page (about 12 for the embedder, 16 for the reranker): the
+    reranked searches' pages are small, fast, and the same path."""
+    with Embedder(tiny_files, EmbedSettings(max_pixels=TINY, threads=2)) as emb:
+        yield emb
+
+
+@pytest.fixture(scope="module")
+def rerank_indexed(
+    tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path, tiny_pages: Embedder
+) -> Settings:
+    """Four one-page images indexed with the tiny model; the index is closed again (the CLI opens it)."""
+    root = tmp_path_factory.mktemp("rerank-search")
+    docs = root / "docs"
+    docs.mkdir()
+    for seed in range(4):
+        page_image(150 + 20 * seed, 200, seed=40 + seed).save(docs / f"p{seed}.png")
+    s = index_settings(root / "data", tiny_dir, max_pixels=TINY)
+    with Index.open(s, embedder=tiny_pages) as ix:
+        assert ix.add([docs]).pages_indexed == 4
+    return s
+
+
+def _rerank_env(s: Settings, **more: str | None) -> dict[str, str | None]:
+    return rerank_env(s.data_dir, s.model or "", **more)
+
+
+def test_search_rerank_orders_the_first_stages_best_by_the_rerankers_scores(
+    rerank_indexed: Settings, reranker_dir: Path, reranker: Reranker, tiny_pages: Embedder
+) -> None:
+    env = _rerank_env(rerank_indexed, DOCVEC_RERANK_MODEL=str(reranker_dir))
+    first = runner.invoke(app, ["search", QUERY, "-k", "3", "--json"], env=env)
+    assert first.exit_code == 0, first.output
+    assert all(h["rerank_score"] is None for h in json.loads(first.stdout))  # DOCVEC_RERANK: 0, off
+    r = runner.invoke(app, ["search", QUERY, "-k", "2", "--rerank", "3", "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    hits = json.loads(r.stdout)
+    assert len(hits) == 2
+    scores = [h["rerank_score"] for h in hits]
+    assert scores == sorted(scores, reverse=True) and all(0 < x < 1 for x in scores)
+    # the reranker's two best of the first stage's three, each scored on its stored page image
+    candidates = json.loads(first.stdout)
+    with Index.open(rerank_indexed, embedder=tiny_pages) as ix:
+        pages = [ix.page_file(h["doc_id"], h["page"]) for h in candidates]
+    expected = reranker.score(QUERY, pages)
+    best = np.argsort(-expected)[:2]
+    assert [h["doc_id"] for h in hits] == [candidates[i]["doc_id"] for i in best]
+    np.testing.assert_allclose(scores, expected[best], atol=2e-6)  # the JSON's 6 decimals
+    assert [h["score"] for h in hits] == [candidates[i]["score"] for i in best]  # the first stage's
+
+
+@pytest.mark.parametrize(
+    ("args", "model", "message"),
+    [
+        (["-k", "3", "--rerank", "2"], True, "rerank (2) is below k (3)"),
+        (["--rerank", "101"], True, "rerank must be from 0 (off) to 100 pages, not 101"),
+        (["--rerank", "5"], False, "this index has no reranker: set DOCVEC_RERANK_MODEL"),
+    ],
+)
+def test_search_rerank_errors_are_one_line(
+    args: list[str], model: bool, message: str, rerank_indexed: Settings, reranker_dir: Path
+) -> None:
+    env = _rerank_env(rerank_indexed, DOCVEC_RERANK_MODEL=str(reranker_dir) if model else None)
+    r = runner.invoke(app, ["search", QUERY, *args], env=env)
+    assert r.exit_code == 2, r.output
+    assert message in one_line_error(r.output)
+
+
+# -- docvec serve with a reranker ------------------------------------------------------------------------
+
+
+def test_serve_names_its_reranker_and_commands_rerank_through_it(
+    rerank_indexed: Settings, reranker_dir: Path, tmp_path: Path
+) -> None:
+    """The banner's reranker line; `docvec search` sent to the server reranks there (its DOCVEC_RERANK by
+    default, --rerank N or 0 when given), the table with the reranker's column."""
+    env = {k: v for k, v in _rerank_env(rerank_indexed).items() if v is not None}
+    env |= {"DOCVEC_RERANK_MODEL": str(reranker_dir), "DOCVEC_RERANK": "3"}
+    gguf = next(reranker_dir.glob("tiny-*.gguf"))
+    mb = (gguf.stat().st_size + next(reranker_dir.glob("mmproj-*.gguf")).stat().st_size) / 2**20
+    with served(env, tmp_path / "serve.log") as server:
+        client = {**env, "DOCVEC_RERANK_MODEL": str(tmp_path / "never-loaded")}  # the server's reranks
+        table = docvec("search", QUERY, "-k", "2", env=client)
+        assert table.returncode == 0 and f"sending this to {server.url}" in table.stderr, table.stderr
+        header = next(ln for ln in table.stdout.splitlines() if "rank" in ln)
+        assert [c.strip() for c in header.strip("┃ ").split("┃")][:3] == ["rank", "rerank", "score"]
+        plain = docvec("search", QUERY, "-k", "2", "--rerank", "0", "--json", env=client)
+        assert plain.returncode == 0 and [h["rerank_score"] for h in json.loads(plain.stdout)] == [None] * 2
+        deeper = docvec("search", QUERY, "-k", "2", "--rerank", "4", "--json", env=client)
+        assert deeper.returncode == 0, deeper.stderr
+        assert all(0 < h["rerank_score"] < 1 for h in json.loads(deeper.stdout))
+        banner = " ".join(server.tail(20_000).split())
+    size = f"{mb:.1f} MB" if mb < 10 else f"{int(mb)} MB"
+    assert (
+        f"reranker {reranker_dir} ({gguf.name}): {size} of weights (memory-mapped), 3 pages a search by "
+        "default, k when it asks for more (DOCVEC_RERANK)"
+    ) in banner, banner

@@ -17,15 +17,14 @@ import pytest
 
 from docvec import Index, IngestReport
 
-from .helpers import docvec_env, load_flow
+from .helpers import TINY, docvec_env, load_flow
 from .processes import DOCVEC, docvec, served
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = 28 * 28 * 16
 
 
 def _env(data: Path, tiny_dir: Path) -> dict[str, str]:
-    return docvec_env(data, tiny_dir, max_pixels=SMALL)
+    return docvec_env(data, tiny_dir, max_pixels=TINY)
 
 
 def _folder(tmp_path: Path, documents: Path, name: str, files: tuple[str, ...]) -> Path:

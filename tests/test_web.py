@@ -1,4 +1,6 @@
-"""The search page in a real browser: Debian's chromium, headless, driven by Playwright, on a served index.
+"""The search page in a real browser: Debian's chromium, headless, driven by Playwright (the session's
+``browser``), on a served index; and its rerank switch, shown only by a server with a reranker, each
+reranked hit showing its rerank score.
 
 `make test` installs chromium when it is missing; without it these tests fail rather than pass unseen.
 """
@@ -9,92 +11,48 @@ import functools
 import http.server
 import io
 import re
-import shutil
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-import uvicorn
 from PIL import Image, ImageStat, PngImagePlugin
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from docvec import EmbedSettings, Index, RenderSettings, Settings
-from docvec.api import create_app
+from docvec import Index, Settings
 
-from .helpers import page_image
-from .processes import free_port
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# what a machine with no network and a fresh profile needs (see the env notes: background fetches fail)
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # tests run as root in containers
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
-
-SMALL = 28 * 28 * 64  # pages of 64 image tokens: fast on 2 cores
+from .helpers import index_settings, page_image
+from .processes import serve_in_thread
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if CHROMIUM is None:
-        pytest.fail("chromium is not installed: run `make browser` (Debian's chromium package)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-def _settings(data_dir: Path, tiny_dir: Path, **extra: Any) -> Settings:
-    return Settings(
-        data_dir=data_dir,
-        model=str(tiny_dir),
-        embed=EmbedSettings(max_pixels=SMALL, threads=2),
-        render=RenderSettings(workers=1, timeout_s=120),
-        **extra,
-    )
-
-
-@contextmanager
-def _serve(settings: Settings) -> Iterator[str]:
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not srv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        srv.should_exit = True
-        thread.join(30)
+def _indexed(settings: Settings, documents: Path) -> Settings:
+    """``settings``' index holding a one-page PDF with text (team=legal) and an image (team=art)."""
+    with Index.open(settings) as ix:
+        assert ix.add([documents / "pysamples__minimal-document.pdf"], tags=["team=legal"]).ok
+        assert ix.add([documents / "pysamples__smile.png"], tags=["team=art"]).ok
+    return settings
 
 
 @pytest.fixture(scope="module")
 def server(documents: Path, tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    settings = _settings(tmp_path_factory.mktemp("web-data"), tiny_dir)
-    with Index.open(settings) as ix:
-        assert ix.add([documents / "pysamples__minimal-document.pdf"], tags=["team=legal"]).ok
-        assert ix.add([documents / "pysamples__smile.png"], tags=["team=art"]).ok
-    with _serve(settings) as url:
+    settings = index_settings(tmp_path_factory.mktemp("web-data"), tiny_dir)
+    with serve_in_thread(_indexed(settings, documents)) as url:
         yield url
 
 
-@pytest.fixture()
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    yield context.new_page()
-    context.close()
+@pytest.fixture(scope="module")
+def rerank_server(
+    documents: Path, tiny_dir: Path, reranker_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A server with the tiny reranker, reranking nothing unless asked."""
+    data = tmp_path_factory.mktemp("rerank-web-data")
+    with serve_in_thread(
+        _indexed(index_settings(data, tiny_dir, rerank_model=str(reranker_dir)), documents)
+    ) as url:
+        yield url
 
 
 def _png(seed: int, size: tuple[int, int] = (300, 400)) -> bytes:
@@ -189,7 +147,7 @@ def test_drop_a_file_to_upload_it_then_delete_it(server: str, page: Page) -> Non
 
 def test_a_large_upload_follows_its_job(tiny_dir: Path, tmp_path: Path, page: Page) -> None:
     # every upload over 0 MB goes to a job: the page follows it to the end
-    with _serve(_settings(tmp_path / "data", tiny_dir, sync_upload_mb=0)) as url:
+    with serve_in_thread(index_settings(tmp_path / "data", tiny_dir, sync_upload_mb=0)) as url:
         page.goto(url)
         expect(page.locator(".hint")).to_contain_text("Nothing is indexed yet")  # the empty state
         page.locator("#file").set_input_files(
@@ -203,7 +161,7 @@ def test_a_large_upload_follows_its_job(tiny_dir: Path, tmp_path: Path, page: Pa
 def test_an_api_key_signs_the_page_in_and_no_script_can_read_it(
     tiny_dir: Path, tmp_path: Path, page: Page
 ) -> None:
-    with _serve(_settings(tmp_path / "data", tiny_dir, api_key="s3cret")) as url:
+    with serve_in_thread(index_settings(tmp_path / "data", tiny_dir, api_key="s3cret")) as url:
         page.goto(url)
         expect(page.locator("#key")).to_be_visible()
         expect(page.locator("#status")).to_contain_text("needs an API key")
@@ -248,7 +206,9 @@ def test_a_stored_file_named_html_runs_no_script(tiny_dir: Path, tmp_path: Path,
     context.on("request", lambda r: asked.append(f"{r.method} {r.url}"))
     page = context.new_page()
     try:
-        with _serve(_settings(tmp_path / "data", tiny_dir)) as url:  # no key, from this machine's browser
+        with serve_in_thread(
+            index_settings(tmp_path / "data", tiny_dir)
+        ) as url:  # no key, from this machine's browser
             page.goto(url)
             page.locator("#file").set_input_files(
                 [{"name": "x.html", "mimeType": "text/html", "buffer": _stored_script_png()}]
@@ -327,3 +287,81 @@ def test_the_api_page_renders_with_no_request_leaving_the_server(server: str, pa
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("docvec")
     elsewhere = [u for u in asked if not u.startswith(server) and not u.startswith(("data:", "blob:"))]
     assert not elsewhere and any(u.endswith("swagger-ui-bundle.js") for u in asked), asked
+
+
+# -- the rerank switch ------------------------------------------------------------------------------------
+
+
+def _shown_scores(page: Page) -> list[str]:
+    return page.locator("figure .rerank-score").all_inner_texts()
+
+
+def test_the_switch_reranks_and_each_hit_shows_its_rerank_score(
+    rerank_server: str, page: Page, tmp_path: Path
+) -> None:
+    page.goto(rerank_server + "?q=a+smiling+face&k=2")
+    figures = page.locator("figure")
+    expect(figures).to_have_count(2)
+    expect(page.locator("#status")).to_have_text("2 pages")
+    switch = page.get_by_label("Rerank")
+    expect(switch).to_be_visible()
+    expect(switch).not_to_be_checked()  # the server's default: DOCVEC_RERANK, 0
+    expect(page.locator("figure .rerank-score")).to_have_count(0)
+    assert parse_qs(urlsplit(page.url).query)["rerank"] == ["0"]
+
+    switch.check()
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#status")).to_have_text("2 pages, reranked")
+    expect(page.locator("figure .rerank-score")).to_have_count(2)
+    # the page asked for the best max(10, k) pages reranked: what the API answers for the same search
+    assert parse_qs(urlsplit(page.url).query)["rerank"] == ["10"]
+    answer = httpx.post(
+        rerank_server + "search", json={"query": "a smiling face", "k": 2, "rerank": 10}
+    ).json()
+    expected = [f"rerank {h['rerank_score']:.3f}" for h in answer["hits"]]
+    assert _shown_scores(page) == expected
+    assert figures.locator(".name").all_inner_texts() == [h["name"] for h in answer["hits"]]
+    # the first stage's score is still there, beside it
+    expect(figures.first.locator(".meta")).to_contain_text("score ")
+    page.screenshot(path=str(tmp_path / "reranked.png"))
+
+    # the address bar holds it: a reload reranks again, the switch on
+    page.reload()
+    expect(page.locator("#status")).to_have_text("2 pages, reranked")
+    expect(page.get_by_label("Rerank")).to_be_checked()
+    assert _shown_scores(page) == expected
+
+    # off again: the first stage's hits, without rerank scores
+    page.get_by_label("Rerank").uncheck()
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#status")).to_have_text("2 pages")
+    expect(page.locator("figure .rerank-score")).to_have_count(0)
+
+
+def test_a_reranked_search_keeps_the_filters(rerank_server: str, page: Page) -> None:
+    page.goto(rerank_server)
+    page.get_by_label("Rerank").check()
+    page.locator("#tag").fill("team=art")
+    page.locator("#q").fill("anything")
+    page.locator("#k").fill("12")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#status")).to_have_text("1 pages, reranked")
+    expect(page.locator("figure .name")).to_have_text("pysamples__smile.png")
+    # a rerank score, from 0 to 1, as the page prints it
+    expect(page.locator("figure .rerank-score")).to_have_text(re.compile(r"^rerank [01]\.\d{3}$"))
+    assert parse_qs(urlsplit(page.url).query)["rerank"] == ["12"]  # k over 10: k pages
+
+
+def test_no_switch_without_a_reranker(server: str, page: Page) -> None:
+    # the same documents as the reranking server's, served without a reranker
+    page.goto(server + "?q=a+smiling+face&k=2")
+    expect(page.locator("figure")).to_have_count(2)
+    expect(page.locator("#status")).to_have_text("2 pages")
+    expect(page.locator("#rerank-switch")).to_be_hidden()
+    expect(page.locator("figure .rerank-score")).to_have_count(0)
+    # the searches the page sends say nothing of rerank: a link asks for none
+    assert "rerank" not in parse_qs(urlsplit(page.url).query)
+    # a link made on a server with a reranker still works here: the page leaves rerank out
+    page.goto(server + "?q=a+smiling+face&k=2&rerank=10")
+    expect(page.locator("#status")).to_have_text("2 pages")
+    expect(page.locator("#rerank-switch")).to_be_hidden()
