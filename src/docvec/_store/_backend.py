@@ -6,11 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
 from .._text._terms import SparseVector
-from ._points import Filter, Point, Record, ScoredPoint, Visual
+from ._points import Filter, Fusion, Point, Record, ScoredPoint, Scroll, Visual
 
 __all__ = ["Backend"]
 
@@ -93,17 +90,8 @@ class Backend(Protocol):
         """Set the fields of ``payload`` on every point matching a non-empty ``flt`` (others unchanged)."""
         ...
 
-    def scroll(
-        self,
-        name: str,
-        flt: Filter | None,
-        limit: int,
-        offset: Any,
-        vectors: tuple[str, ...],
-        without: tuple[str, ...] = (),
-    ) -> tuple[list[Record], Any]:
-        """One page of matching records from ``offset`` (``None``: the start), with the named ``vectors``
-        (none when empty) and their payloads less the fields ``without``, and the next page's offset
+    def scroll(self, name: str, page: Scroll, offset: Any) -> tuple[list[Record], Any]:
+        """One ``page`` of records from ``offset`` (``None``: the start), and the next page's offset
         (``None`` after the last)."""
         ...
 
@@ -115,39 +103,19 @@ class Backend(Protocol):
         """Up to ``limit`` values of the indexed payload ``field``, each with its (non-zero) point count."""
         ...
 
-    def search(
-        self, name: str, vector: npt.NDArray[np.float32], k: int, flt: Filter | None
-    ) -> list[ScoredPoint]:
-        """The ``k`` best points for ``vector`` (cosine), best first, among those matching ``flt``."""
-        ...
-
-    def search_tokens(
-        self,
-        name: str,
-        tokens: npt.NDArray[np.float32],
-        k: int,
-        flt: Filter | None,
-        prefetch: tuple[npt.NDArray[np.float32], int] | None,
-    ) -> list[ScoredPoint]:
-        """The ``k`` best points for the query ``tokens`` by MaxSim, best first, among those matching
-        ``flt``: of every point, or, with ``prefetch`` (a dense vector and N), of the N best points for that
-        vector, in one query."""
+    def search(self, name: str, visual: Visual, k: int, flt: Filter | None) -> list[ScoredPoint]:
+        """The ``k`` best points for ``visual``, best first, among those matching ``flt``, in one query: by
+        cosine to its vector; by MaxSim of its tokens over every point; or, with its ``prefetch`` N, by
+        MaxSim over the N best points for its vector."""
         ...
 
     def search_text(
-        self,
-        name: str,
-        terms: SparseVector,
-        k: int,
-        flt: Filter | None,
-        visual: Visual | None,
-        depth: int,
-        weight: float,
+        self, name: str, terms: SparseVector, k: int, flt: Filter | None, fusion: Fusion | None
     ) -> list[ScoredPoint]:
         """The ``k`` best points among those matching ``flt``, best first: by keyword score (``terms`` on
-        ``LAYOUT.text``, IDF applied by the store) when ``visual`` is ``None``; else by weighted reciprocal
-        rank fusion (k ``LAYOUT.rrf_k``, weights 1 and ``weight``) of the ``depth`` best by the visual
-        query and the ``depth`` best by keyword score, in one query."""
+        ``LAYOUT.text``, IDF applied by the store); with ``fusion``, by weighted reciprocal rank fusion (k
+        ``LAYOUT.rrf_k``, weights 1 and its weight) of its depth's best by its visual query and by keyword
+        score, in one query."""
         ...
 
     def optimize(self, name: str) -> bool:

@@ -32,12 +32,14 @@ from ._points import (
     Dense,
     Filter,
     Fused,
+    Fusion,
     Hybrid,
     Keywords,
     MaxSim,
     Point,
     Record,
     ScoredPoint,
+    Scroll,
     StoreQuery,
     Visual,
     canonical_id,
@@ -387,10 +389,10 @@ class Store(Closing):
     def _records(
         self, name: str, flt: Filter | None, batch: int, *, vectors: tuple[str, ...], without: tuple[str, ...]
     ) -> Iterator[Record]:
-        offset: Any = None
+        page, offset = Scroll(flt, batch, vectors, without), None
         while True:
             self._check_open()
-            records, offset = self.backend.scroll(name, flt, batch, offset, vectors, without)
+            records, offset = self.backend.scroll(name, page, offset)
             yield from records
             if offset is None:
                 return
@@ -456,16 +458,13 @@ class Store(Closing):
                     f"collection {name!r}: the keyword weight must be a number >= 0, got {weight!r}"
                 )
             if terms.indices:
-                return self.backend.search_text(target, terms, k, flt, visual, max(depth, k), float(weight))
+                fusion = None if visual is None else Fusion(visual, max(depth, k), float(weight))
+                return self.backend.search_text(target, terms, k, flt, fusion)
             if visual is None:
                 return []  # no term to look up, and no visual ranking: nothing
             # no term to look up: the visual ranking alone
         assert visual is not None
-        if visual.tokens is None:
-            assert visual.vector is not None
-            return self.backend.search(target, visual.vector, k, flt)
-        first = None if visual.vector is None or visual.prefetch is None else (visual.vector, visual.prefetch)
-        return self.backend.search_tokens(target, visual.tokens, k, flt, first)
+        return self.backend.search(target, visual, k, flt)
 
     def _visual(self, name: str, target: str, dim: int, query: Dense | MaxSim | Hybrid, k: int) -> Visual:
         """A visual query, checked against the collection, as the backends take it."""

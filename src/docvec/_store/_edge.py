@@ -27,8 +27,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 import qdrant_edge as qe  # a missing package is reported by docvec._store's loader, with its install hint
 
 from .._errors import CollectionNotFoundError, DiskFullError, DocvecError, StoreError
@@ -37,7 +35,7 @@ from .._text._terms import SparseVector
 from ._backend import Backend
 from ._layout import LAYOUT
 from ._owner import OwnerLock
-from ._points import Filter, Point, Record, ScoredPoint, Visual
+from ._points import Filter, Fusion, Point, Record, ScoredPoint, Scroll, Visual
 
 __all__ = ["EdgeBackend"]
 
@@ -439,21 +437,13 @@ class EdgeBackend:
 
     # -- reads -------------------------------------------------------------------------------------
 
-    def scroll(
-        self,
-        name: str,
-        flt: Filter | None,
-        limit: int,
-        offset: Any,
-        vectors: tuple[str, ...],
-        without: tuple[str, ...] = (),
-    ) -> tuple[list[Record], Any]:
+    def scroll(self, name: str, page: Scroll, offset: Any) -> tuple[list[Record], Any]:
         request = qe.ScrollRequest(
             offset=offset,
-            limit=limit,
-            filter=_to_edge_filter(flt),
-            with_payload=qe.PayloadSelector.Exclude(list(without)) if without else True,
-            with_vector=list(vectors) if vectors else False,
+            limit=page.limit,
+            filter=_to_edge_filter(page.flt),
+            with_payload=qe.PayloadSelector.Exclude(list(page.without)) if page.without else True,
+            with_vector=list(page.vectors) if page.vectors else False,
         )
         shard = self._shard(name)
         with self._translate(name, "scroll"):
@@ -476,81 +466,51 @@ class EdgeBackend:
         # a value whose points were all deleted stays in the index with a count of 0 until a vacuum
         return {str(h.value): int(h.count) for h in found.hits if h.count > 0}
 
-    def search(
-        self, name: str, vector: npt.NDArray[np.float32], k: int, flt: Filter | None
-    ) -> list[ScoredPoint]:
-        request = qe.QueryRequest(
-            limit=k,
-            query=qe.Query.Nearest(vector.tolist(), using=LAYOUT.vector),
-            filter=_to_edge_filter(flt),
-            with_payload=True,
-            params=self._search_params,
-        )
-        return self._query(name, request)
-
-    def search_tokens(
-        self,
-        name: str,
-        tokens: npt.NDArray[np.float32],
-        k: int,
-        flt: Filter | None,
-        prefetch: tuple[npt.NDArray[np.float32], int] | None,
-    ) -> list[ScoredPoint]:
+    def search(self, name: str, visual: Visual, k: int, flt: Filter | None) -> list[ScoredPoint]:
         qfilter = _to_edge_filter(flt)
-        stages = None
-        if prefetch is not None:
-            vector, n = prefetch
-            dense = qe.Query.Nearest(vector.tolist(), using=LAYOUT.vector)
-            stages = [qe.Prefetch(limit=n, query=dense, filter=qfilter, params=self._search_params)]
+        query, first, params = self._visual(visual, qfilter)
         request = qe.QueryRequest(
-            limit=k,
-            query=qe.Query.Nearest(tokens.tolist(), using=LAYOUT.tokens),
-            prefetches=stages,
-            filter=qfilter,
-            with_payload=True,
-            params=self._scan_tokens if stages is None else self._rerank_tokens,
+            limit=k, query=query, prefetches=first, filter=qfilter, with_payload=True, params=params
         )
         return self._query(name, request)
 
     def search_text(
-        self,
-        name: str,
-        terms: SparseVector,
-        k: int,
-        flt: Filter | None,
-        visual: Visual | None,
-        depth: int,
-        weight: float,
+        self, name: str, terms: SparseVector, k: int, flt: Filter | None, fusion: Fusion | None
     ) -> list[ScoredPoint]:
         qfilter = _to_edge_filter(flt)
         keyword = qe.Query.Nearest(qe.SparseVector(terms.indices, terms.values), using=LAYOUT.text)
-        if visual is None:
+        if fusion is None:
             request = qe.QueryRequest(limit=k, query=keyword, filter=qfilter, with_payload=True)
             return self._query(name, request)
-        stages = [self._visual_stage(visual, depth, qfilter), qe.Prefetch(depth, keyword, filter=qfilter)]
+        query, first, params = self._visual(fusion.visual, qfilter)
+        stages = [
+            qe.Prefetch(fusion.depth, query, prefetches=first, filter=qfilter, params=params),
+            qe.Prefetch(fusion.depth, keyword, filter=qfilter),
+        ]
         request = qe.QueryRequest(
             limit=k,
             prefetches=stages,
             # Fusion.Rrf is what the engine takes (the stubs name only its outer class)
-            query=qe.Fusion.Rrf(k=LAYOUT.rrf_k, weights=[1.0, weight]),  # type: ignore[arg-type]
+            query=qe.Fusion.Rrf(k=LAYOUT.rrf_k, weights=[1.0, fusion.weight]),  # type: ignore[arg-type]
             filter=qfilter,
             with_payload=True,
         )
         return self._query(name, request)
 
-    def _visual_stage(self, visual: Visual, depth: int, qfilter: qe.Filter | None) -> qe.Prefetch:
-        """A fused search's visual ranking, as one prefetch (the same queries as search and
-        search_tokens)."""
+    def _visual(
+        self, visual: Visual, qfilter: qe.Filter | None
+    ) -> tuple[qe.Query, list[qe.Prefetch] | None, qe.SearchParams]:
+        """A visual query as the engine takes it, for a search or a fused search's visual stage alike: the
+        query, the prefetch it reranks (MaxSim over a dense vector's best points) and its parameters."""
         if visual.tokens is None:
             assert visual.vector is not None
-            dense = qe.Query.Nearest(visual.vector.tolist(), using=LAYOUT.vector)
-            return qe.Prefetch(depth, dense, filter=qfilter, params=self._search_params)
+            return qe.Query.Nearest(visual.vector.tolist(), using=LAYOUT.vector), None, self._search_params
         maxsim = qe.Query.Nearest(visual.tokens.tolist(), using=LAYOUT.tokens)
         if visual.vector is None or visual.prefetch is None:
-            return qe.Prefetch(depth, maxsim, filter=qfilter, params=self._scan_tokens)
+            return maxsim, None, self._scan_tokens
         dense = qe.Query.Nearest(visual.vector.tolist(), using=LAYOUT.vector)
         first = qe.Prefetch(visual.prefetch, dense, filter=qfilter, params=self._search_params)
-        return qe.Prefetch(depth, maxsim, prefetches=[first], filter=qfilter, params=self._rerank_tokens)
+        return maxsim, [first], self._rerank_tokens
 
     def _query(self, name: str, request: qe.QueryRequest) -> list[ScoredPoint]:
         shard = self._shard(name)

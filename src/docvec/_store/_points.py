@@ -18,12 +18,14 @@ __all__ = [
     "Dense",
     "Filter",
     "Fused",
+    "Fusion",
     "Hybrid",
     "Keywords",
     "MaxSim",
     "Point",
     "Record",
     "ScoredPoint",
+    "Scroll",
     "StoreQuery",
     "Visual",
     "canonical_id",
@@ -105,6 +107,17 @@ class Record:
 
 
 @dataclass(frozen=True)
+class Scroll:
+    """What each page of a scroll asks for: up to ``limit`` records matching ``flt``, with the named
+    ``vectors`` (none when empty) and their payloads less the fields ``without``."""
+
+    flt: Filter | None
+    limit: int
+    vectors: tuple[str, ...] = ()
+    without: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Visual:
     """The visual half of a search (see :meth:`docvec._store.Store.search`): the dense ``vector``, the
     query's ``tokens`` (MaxSim over every page), or both with ``prefetch`` N (the dense vector's best N
@@ -113,6 +126,16 @@ class Visual:
     vector: npt.NDArray[np.float32] | None = None
     tokens: npt.NDArray[np.float32] | None = None
     prefetch: int | None = None
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """What a fused search adds to its keyword ranking, as the backends take it: the ``visual`` ranking's
+    best ``depth`` points, and the keyword ranking's weight against the visual one's 1."""
+
+    visual: Visual
+    depth: int
+    weight: float
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 # A missing qdrant-client is reported by docvec._store's loader, with its install hint.
 import httpx
-import numpy as np
-import numpy.typing as npt
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
@@ -41,7 +39,7 @@ from .._errors import (
 from .._text._terms import SparseVector
 from ._backend import Backend
 from ._layout import LAYOUT
-from ._points import Filter, Point, Record, ScoredPoint, Visual
+from ._points import Filter, Fusion, Point, Record, ScoredPoint, Scroll, Visual
 
 __all__ = ["MEMORY", "RemoteBackend"]
 
@@ -400,23 +398,15 @@ class RemoteBackend:
 
     # -- reads -------------------------------------------------------------------------------------
 
-    def scroll(
-        self,
-        name: str,
-        flt: Filter | None,
-        limit: int,
-        offset: Any,
-        vectors: tuple[str, ...],
-        without: tuple[str, ...] = (),
-    ) -> tuple[list[Record], Any]:
+    def scroll(self, name: str, page: Scroll, offset: Any) -> tuple[list[Record], Any]:
         request = partial(
             self._client.scroll,
             name,
-            scroll_filter=_to_client_filter(flt),
-            limit=limit,
+            scroll_filter=_to_client_filter(page.flt),
+            limit=page.limit,
             offset=offset,
-            with_payload=models.PayloadSelectorExclude(exclude=list(without)) if without else True,
-            with_vectors=list(vectors) if vectors else False,
+            with_payload=models.PayloadSelectorExclude(exclude=list(page.without)) if page.without else True,
+            with_vectors=list(page.vectors) if page.vectors else False,
         )
         records, next_offset = self._call("scroll", name, request)
         out = [
@@ -441,85 +431,43 @@ class RemoteBackend:
             found = {k.replace("-", "") if len(k) == 36 else k: n for k, n in found.items()}
         return found
 
-    def search(
-        self, name: str, vector: npt.NDArray[np.float32], k: int, flt: Filter | None
-    ) -> list[ScoredPoint]:
-        return self._query(
-            name,
-            query=vector.tolist(),
-            using=LAYOUT.vector,
-            query_filter=_to_client_filter(flt),
-            limit=k,
-            search_params=self._search_params,
-        )
-
-    def search_tokens(
-        self,
-        name: str,
-        tokens: npt.NDArray[np.float32],
-        k: int,
-        flt: Filter | None,
-        prefetch: tuple[npt.NDArray[np.float32], int] | None,
-    ) -> list[ScoredPoint]:
+    def search(self, name: str, visual: Visual, k: int, flt: Filter | None) -> list[ScoredPoint]:
         qfilter = _to_client_filter(flt)
-        stage = None
-        if prefetch is not None:
-            vector, n = prefetch
-            stage = models.Prefetch(
-                query=vector.tolist(),
-                using=LAYOUT.vector,
-                limit=n,
-                filter=qfilter,
-                params=self._search_params,
-            )
-        return self._query(
-            name,
-            query=tokens.tolist(),
-            using=LAYOUT.tokens,
-            prefetch=stage,
-            query_filter=qfilter,
-            limit=k,
-            search_params=self._scan_tokens if stage is None else self._rerank_tokens,
-        )
+        return self._query(name, query_filter=qfilter, limit=k, **self._visual(visual, qfilter))
 
     def search_text(
-        self,
-        name: str,
-        terms: SparseVector,
-        k: int,
-        flt: Filter | None,
-        visual: Visual | None,
-        depth: int,
-        weight: float,
+        self, name: str, terms: SparseVector, k: int, flt: Filter | None, fusion: Fusion | None
     ) -> list[ScoredPoint]:
         qfilter = _to_client_filter(flt)
         keyword = models.SparseVector(indices=terms.indices, values=terms.values)
-        if visual is None:
+        if fusion is None:
             return self._query(name, query=keyword, using=LAYOUT.text, query_filter=qfilter, limit=k)
+        visual = self._visual(fusion.visual, qfilter)
+        params = visual.pop("search_params")  # a stage's parameters are its params
         stages = [
-            self._visual_stage(visual, depth, qfilter),
-            models.Prefetch(query=keyword, using=LAYOUT.text, limit=depth, filter=qfilter),
+            models.Prefetch(**visual, params=params, limit=fusion.depth, filter=qfilter),
+            models.Prefetch(query=keyword, using=LAYOUT.text, limit=fusion.depth, filter=qfilter),
         ]
         return self._query(
             name,
             prefetch=stages,
-            query=models.RrfQuery(rrf=models.Rrf(k=LAYOUT.rrf_k, weights=[1.0, weight])),
+            query=models.RrfQuery(rrf=models.Rrf(k=LAYOUT.rrf_k, weights=[1.0, fusion.weight])),
             query_filter=qfilter,
             limit=k,
         )
 
-    def _visual_stage(self, visual: Visual, depth: int, qfilter: models.Filter | None) -> models.Prefetch:
-        """A fused search's visual ranking, as one prefetch (the same queries as search and
-        search_tokens)."""
+    def _visual(self, visual: Visual, qfilter: models.Filter | None) -> dict[str, Any]:
+        """A visual query as the client takes it, for a search or a fused search's visual stage alike: the
+        query, the vector it uses, the prefetch it reranks (MaxSim over a dense vector's best points) and
+        its search parameters."""
         if visual.tokens is None:
             assert visual.vector is not None
-            return models.Prefetch(
-                query=visual.vector.tolist(),
-                using=LAYOUT.vector,
-                limit=depth,
-                filter=qfilter,
-                params=self._search_params,
-            )
+            return {
+                "query": visual.vector.tolist(),
+                "using": LAYOUT.vector,
+                "prefetch": None,
+                "search_params": self._search_params,
+            }
         first = None
         if visual.vector is not None and visual.prefetch is not None:
             first = models.Prefetch(
@@ -529,14 +477,12 @@ class RemoteBackend:
                 filter=qfilter,
                 params=self._search_params,
             )
-        return models.Prefetch(
-            query=visual.tokens.tolist(),
-            using=LAYOUT.tokens,
-            prefetch=first,
-            limit=depth,
-            filter=qfilter,
-            params=self._scan_tokens if first is None else self._rerank_tokens,
-        )
+        return {
+            "query": visual.tokens.tolist(),
+            "using": LAYOUT.tokens,
+            "prefetch": first,
+            "search_params": self._scan_tokens if first is None else self._rerank_tokens,
+        }
 
     def _query(self, name: str, **request: Any) -> list[ScoredPoint]:
         response = self._call(
