@@ -75,13 +75,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         )
         emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"])), settings)
         out["load_s"] = time.perf_counter() - t0
-        emb.embed_queries(["warm up"])
-        emb.embed_images([_page(224, 224)])  # first-call costs (allocations, thread pools) out of the timings
-        for q in QUERIES:
-            t = time.perf_counter()
-            v = emb.embed_queries([q])
-            out["queries"].append(time.perf_counter() - t)
-        out["query_vec"] = v[0].tolist()
+        _time_queries(emb, out)
         for name, w, h in IMAGES:
             st = emb.image_states(_page(w, h))
             if st.span is None:  # last-token pooling
@@ -100,13 +94,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
         ref, dtype, pixels, pooled_states = _torch_reference(spec)
         out["load_s"] = time.perf_counter() - t0
-        ref.embed_queries(["warm up"])
-        ref.embed_images([_page(224, 224)])
-        for q in QUERIES:
-            t = time.perf_counter()
-            v = ref.embed_queries([q])
-            out["queries"].append(time.perf_counter() - t)
-        out["query_vec"] = v[0].tolist()
+        _time_queries(ref, out)
         for name, w, h in IMAGES:
             img = _page(w, h)
             pixel_values, grid = pixels(img)
@@ -125,6 +113,18 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             }
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _time_queries(model: Any, out: dict[str, Any]) -> None:
+    """Warm ``model`` up (first-call costs, allocations and thread pools, out of the timings), then time
+    each query alone into ``out``, keeping the last one's vector."""
+    model.embed_queries(["warm up"])
+    model.embed_images([_page(224, 224)])
+    for q in QUERIES:
+        t = time.perf_counter()
+        v = model.embed_queries([q])
+        out["queries"].append(time.perf_counter() - t)
+    out["query_vec"] = v[0].tolist()
 
 
 def _torch_reference(spec: dict[str, Any]) -> tuple[Any, Any, Any, Any]:

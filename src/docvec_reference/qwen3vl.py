@@ -296,22 +296,12 @@ class Qwen3VLRerankerReference(_Qwen3VLBase):
     of each other, which bf16 weights of one row pair nearly always are) and the dot product is float32,
     ``h`` cast to float32 first. With ``dtype=torch.float32`` that is the official computation.
 
-    ``instruction`` replaces the default instruction for every pair (an empty one falls back to it, as
-    ``instruct or self.default_instruction`` does); the other arguments are :class:`Qwen3VLReference`'s.
+    Its arguments are :class:`Qwen3VLReference`'s; a pair's ``instruction`` (an empty one falls back to
+    the default, as ``instruct or self.default_instruction`` does) is given where it is scored.
     """
 
-    def __init__(
-        self,
-        hf_dir: Path,
-        *,
-        dtype: torch.dtype = torch.float32,
-        threads: int | None = None,
-        min_pixels: int = MIN_PIXELS,
-        max_pixels: int = MAX_PIXELS,
-        instruction: str | None = None,
-    ) -> None:
-        self.instruction = instruction or RERANK_INSTRUCTION
-        super().__init__(hf_dir, dtype=dtype, threads=threads, min_pixels=min_pixels, max_pixels=max_pixels)
+    #: the official ``default_instruction``
+    instruction = RERANK_INSTRUCTION
 
     def _loaded(self, model: Any, hf_dir: Path) -> None:
         self._lm: Any = model  # Qwen3VLForConditionalGeneration: logit_score runs it whole
