@@ -7,15 +7,21 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.docvec-setup
+# colpali-engine, the late-interaction models' reference (docvec_reference.colqwen), installed without its
+# dependencies: they are docvec's own (torch, transformers) but for peft, which its model files do not use,
+# and torchvision, whose PyPI wheels do not load beside the CPU build of torch ("operator torchvision::nms
+# does not exist"); its model files need neither
+COLPALI_ENGINE := 0.3.18
 
 .PHONY: setup demo test lint browser ocr bench bench-full bench-ingest bench-search bench-text bench-reindex bench-rerank schemas docs clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml llama.cpp/pin.env llama.cpp/build.sh $(wildcard llama.cpp/patches/*.patch)
+$(STAMP): Makefile pyproject.toml llama.cpp/pin.env llama.cpp/build.sh $(wildcard llama.cpp/patches/*.patch)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps colpali-engine==$(COLPALI_ENGINE)
 	bash llama.cpp/build.sh --python $(PY)
 	touch $@
 
