@@ -219,6 +219,23 @@ def test_the_lora_key_forms(reader: Reader, form: str, tasks: tuple[str, ...]) -
     np.testing.assert_array_equal(weight, merged(ck, *keys))
 
 
+def test_the_colpali_layout_gives_the_same_head_both_ways(reader: Reader) -> None:
+    """colpali-engine's head (ColQwen3, ColQwen3.5): ``custom_text_proj`` at the top level, its LoRA a
+    single-task PEFT adapter's, named under PeftModel's prefix."""
+    rng = np.random.default_rng(3)
+    lora = {
+        f"base_model.model.custom_text_proj.lora_{f}.weight": rng.normal(size=shape).astype(np.float32)
+        for f, shape in (("A", (RANK, WIDTH)), ("B", (DIM, RANK)))
+    }
+    ck = Checkpoint(
+        rng.normal(size=(DIM, WIDTH)).astype(np.float32), rng.normal(size=DIM).astype(np.float32), lora
+    )
+    ck.base_keys = ("custom_text_proj.weight", "custom_text_proj.bias")
+    weight, bias = reader.head(ck)
+    np.testing.assert_array_equal(weight, merged(ck, *lora))
+    np.testing.assert_array_equal(bias, ck.bias)
+
+
 def test_f64_tensors(reader: Reader) -> None:
     ck = checkpoint(dtype=np.float64)
     weight, bias = reader.head(ck)

@@ -431,8 +431,12 @@ def _converter_view(hf_dir: Path, out_dir: Path, *, reranker: bool = False) -> I
 
 #: checkpoint architectures the pinned converter refuses, and the name under which it converts the same
 #: weights: Qwen3-VL-Embedding's ``Qwen3VLForEmbedding`` is ``Qwen3VLModel`` saved as ``model`` (its
-#: official code), which is how ``Qwen3VLForConditionalGeneration`` stores it too (shared notes, qwen3-vl.md)
-_CONVERTER_ARCHITECTURES = {"Qwen3VLForEmbedding": "Qwen3VLForConditionalGeneration"}
+#: official code), which is how ``Qwen3VLForConditionalGeneration`` stores it too (shared notes, qwen3-vl.md);
+#: colpali-engine's ``ColQwen3`` is ``Qwen3VLModel`` with its head, which the conversion exports apart
+_CONVERTER_ARCHITECTURES = {
+    "Qwen3VLForEmbedding": "Qwen3VLForConditionalGeneration",
+    "ColQwen3": "Qwen3VLForConditionalGeneration",
+}
 
 
 def _converter_config(hf_dir: Path) -> dict[str, object] | None:

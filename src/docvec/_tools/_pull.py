@@ -64,7 +64,6 @@ from .._model._registry import (
     ref_file,
 )
 from ._safetensors import (
-    PROJECTOR,
     Header,
     LocalFile,
     Readable,
@@ -647,7 +646,7 @@ def _fetch_head(
         source += "; no adapter"
     elif head.lora is None:
         # the adapter leaves the head alone (it may fine-tune the decoder only): the base head is the head
-        source += f"; {adapter} has no LoRA for {PROJECTOR}: base head as is"
+        source += f"; {adapter} has no LoRA for the head: base head as is"
     return head.weight, head.bias, source
 
 

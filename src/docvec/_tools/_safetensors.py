@@ -9,9 +9,10 @@ that one checkpoint gives one head whichever way it is read:
   :func:`read_tensors` decodes BF16, F16, F32 and F64 tensors with numpy, reading only their bytes (BF16,
   which numpy lacks, needs no PyTorch); :func:`copy_without` rewrites a file without some tensors;
 * the head's tensors among a checkpoint's (:func:`find_head_tensors`): its weight and bias
-  (``multi_vector_projector.weight`` under any prefix, or PEFT's ``...base_layer.weight``) and its LoRA
-  factors per task: ``lora_A.weight`` (a single-task adapter), ``lora_A.<task>.weight`` (jina-embeddings-v4's
-  adapter), ``lora_A.default.<task>.weight`` (the same with PEFT's adapter name left in);
+  (``multi_vector_projector.weight``, jina-embeddings-v4's, or ``custom_text_proj.weight``,
+  colpali-engine's, under any prefix, or PEFT's ``...base_layer.weight``) and its LoRA factors per task:
+  ``lora_A.weight`` (a single-task adapter), ``lora_A.<task>.weight`` (jina-embeddings-v4's adapter),
+  ``lora_A.default.<task>.weight`` (the same with PEFT's adapter name left in);
 * the merge (:func:`build_head`): W + s·B·A, and bias + s·b_B where lora_B has a bias (PEFT's
   ``lora_bias``), summed in float64 and given in float32, with s from the adapter_config.json as PEFT
   computes it (:func:`read_lora_scale`: ``r``, ``lora_alpha``, ``use_rslora``, ``rank_pattern``,
@@ -46,7 +47,7 @@ from .._errors import CheckpointError, TaskNotFoundError
 
 __all__ = [
     "MAX_HEADER",
-    "PROJECTOR",
+    "PROJECTORS",
     "HeadRefs",
     "Header",
     "LocalFile",
@@ -66,8 +67,11 @@ __all__ = [
     "read_weight_map",
 ]
 
-#: the head's module in the checkpoint (possibly under a prefix), as jina-embeddings-v4 names it
-PROJECTOR = "multi_vector_projector"
+#: the head's module in the checkpoint (possibly under a prefix), as the models that have one name it:
+#: jina-embeddings-v4's ``multi_vector_projector``, colpali-engine's ``custom_text_proj`` (ColQwen3,
+#: ColQwen3.5); a checkpoint holds one of them
+PROJECTORS = ("multi_vector_projector", "custom_text_proj")
+_PROJECTOR = "(?:" + "|".join(PROJECTORS) + ")"
 #: the format's cap on the JSON header (the safetensors library's MAX_HEADER_SIZE): a longer one means the
 #: file is no safetensors file
 MAX_HEADER = 100_000_000
@@ -296,19 +300,21 @@ def read_weight_map(path: Path, name: str) -> dict[str, str]:
 # ----------------------------------------------------------------------------------------- the head's tensors
 
 # the head's own weight and bias; ``base_layer`` is where PEFT keeps them in a model saved with its LoRA
-_BASE_KEY = re.compile(rf"(?:^|\.){PROJECTOR}(?:\.base_layer)?\.(weight|bias)$")
+_BASE_KEY = re.compile(rf"(?:^|\.){_PROJECTOR}(?:\.base_layer)?\.(weight|bias)$")
 # its LoRA factors (prefix, A or B, task scope, weight or bias): ``lora_A.weight``,
 # ``lora_A.retrieval.weight``, ``lora_A.default.retrieval.weight``
-_LORA_KEY = re.compile(rf"(?:(.*)\.)?{PROJECTOR}\.lora_([AB])\.(?:(.+)\.)?(weight|bias)")
+_LORA_KEY = re.compile(rf"(?:(.*)\.)?({_PROJECTOR})\.lora_([AB])\.(?:(.+)\.)?(weight|bias)")
 #: the name PEFT gives an adapter loaded without one: no task
 _PEFT_ADAPTER_NAME = "default"
 #: what PEFT's PeftModel puts before the model's own module names in an adapter file
 _PEFT_PREFIX = "base_model.model."
+# the head's names in messages
+_either = " or ".join(PROJECTORS)
 
 
 def is_head_key(key: str) -> bool:
     """Whether tensor ``key`` belongs to the multi-vector head (its weight, bias or LoRA factors)."""
-    return PROJECTOR in key.split(".")
+    return any(p in PROJECTORS for p in key.split("."))
 
 
 @dataclass(frozen=True)
@@ -355,8 +361,8 @@ class HeadRefs:
         for what, found in (("weight", self.weights), ("bias", self.biases)):
             if not found:
                 raise CheckpointError(
-                    f"{where}: no tensor is the multi-vector head's {what} ({PROJECTOR}.{what} under any "
-                    f"prefix, or PEFT's {PROJECTOR}.base_layer.{what})"
+                    f"{where}: no tensor is the multi-vector head's {what} ({_either}.{what} under any "
+                    f"prefix, or PEFT's {_either}.base_layer.{what})"
                 )
             if len(found) > 1:
                 listed = ", ".join(str(r) for r in found)
@@ -395,7 +401,7 @@ class HeadRefs:
         m = _LORA_KEY.fullmatch(a.key)
         assert m is not None  # it was sorted in by this pattern
         prefix = f"{m.group(1)}." if m.group(1) else ""
-        module = f"{prefix}{PROJECTOR}".removeprefix(_PEFT_PREFIX)
+        module = f"{prefix}{m.group(2)}".removeprefix(_PEFT_PREFIX)
         return Lora(chosen, module, a, group["B.weight"], group.get("B.bias"))
 
 
@@ -410,7 +416,7 @@ def find_head_tensors(entries: Iterable[tuple[str, str]]) -> HeadRefs:
         if m := _BASE_KEY.search(key):
             (refs.weights if m.group(1) == "weight" else refs.biases).append(ref)
         elif m := _LORA_KEY.fullmatch(key):
-            _, factor, scope, kind = m.groups()
+            _, _, factor, scope, kind = m.groups()
             task = ".".join(p for p in (scope or "").split(".") if p != _PEFT_ADAPTER_NAME) or None
             group = refs.lora.setdefault(task, {})
             slot = f"{factor}.{kind}"
