@@ -229,6 +229,24 @@ def reranker(reranker_dir: Path) -> Iterator[Reranker]:
 
 
 @pytest.fixture(scope="session")
+def colqwen3_dir(
+    tmp_path_factory: pytest.TempPathFactory, cache_dir: Path, llama_source: LlamaCppSource
+) -> Path:
+    """A tiny random-weight ColQwen3 as colpali-engine saves one (Qwen3-VL's weights and its
+    ``custom_text_proj`` head, the config naming ``ColQwen3``) in hf/, converted as `docvec models convert`
+    converts it: F16 GGUFs and the head's file."""
+    from docvec._tools._tiny_checkpoint import build_checkpoint
+    from docvec._tools._tiny_qwen3vl import ColQwen3Geometry
+
+    out = tmp_path_factory.mktemp("tiny-colqwen3")
+    hf = build_checkpoint(
+        out / "hf", llama_source.qwen2_vocab, ColQwen3Geometry.tiny(), cache_dir=cache_dir / "tokenizers"
+    )
+    convert_checkpoint(hf, out, source=llama_source, name="tiny-colqwen3", outtype="f16")
+    return out
+
+
+@pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """One temporary Prefect server for the whole session (it takes 20-40 s to start)."""
     mp = pytest.MonkeyPatch()

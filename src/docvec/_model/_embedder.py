@@ -264,16 +264,17 @@ class Embedder(Closing):
             states = session.context.decode_tokens(tokens, 0)
             return TokenStates(states, tokens, time.perf_counter() - t0)
 
-    def image_states(self, image: ImageInput) -> ImageStates:
-        """Hidden states of every token of the image prompt, and the span that is pooled."""
-        return self._image_states(self._prepare(image))
+    def image_states(self, image: ImageInput, template: str | None = None) -> ImageStates:
+        """Hidden states of every token of the image prompt, and the span that is pooled. ``template`` is
+        another prompt to decode the image in (``{marker}`` marks its place) instead of the profile's."""
+        return self._image_states(self._prepare(image), template)
 
     def _prepare(self, image: ImageInput) -> npt.NDArray[np.uint8]:
         return prepare_image(load_image(image, budget=self.decode_budget), self.bounds)
 
-    def _image_states(self, rgb: npt.NDArray[np.uint8]) -> ImageStates:
+    def _image_states(self, rgb: npt.NDArray[np.uint8], template: str | None = None) -> ImageStates:
         session = self._session
-        prompt = self.profile.image_template.format(marker=session.vision.marker)
+        prompt = (template or self.profile.image_template).format(marker=session.vision.marker)
         with session.use():
             t0 = time.perf_counter()
             chunks = session.vision.tokenize(prompt, rgb)

@@ -22,7 +22,7 @@ from .._model._profiles import QWEN3_VL_EMBEDDING
 from ._qwen_tokenizer import ID_ENDOFTEXT, ID_IM_END, QWEN3VL_ADDED_TOKENS, VOCAB_SIZE
 from ._random_weights import TensorSpec, tensor_specs
 
-__all__ = ["IMAGE_MEAN", "IMAGE_STD", "Qwen3VLGeometry"]
+__all__ = ["COLQWEN3_DIM", "COLQWEN3_HEAD", "IMAGE_MEAN", "IMAGE_STD", "ColQwen3Geometry", "Qwen3VLGeometry"]
 
 #: Qwen3-VL's image normalisation (its preprocessor_config.json)
 IMAGE_MEAN = (0.5, 0.5, 0.5)
@@ -198,3 +198,35 @@ _GEOMETRIES: dict[str, tuple[Any, ...]] = {
     "qwen3-vl-8b": (4096,  36,    32,   8,  12288,  27,   1152,  16,   4304, (8, 16, 24), 2304),
 }
 # fmt: on
+
+
+#: the size of ColQwen3's token vectors (colpali-engine's ``ColQwen3.dim``: its ``custom_text_proj`` is
+#: ``nn.Linear(hidden_size, 320)`` whatever the width)
+COLQWEN3_DIM = 320
+#: ColQwen3's late-interaction head, as colpali-engine names the module (top level, beside the Qwen3-VL
+#: weights)
+COLQWEN3_HEAD = "custom_text_proj"
+
+
+@dataclass(frozen=True)
+class ColQwen3Geometry(Qwen3VLGeometry):
+    """A ColQwen3 (colpali-engine's ``ColQwen3``: a ``Qwen3VLModel`` whose every token's last hidden state
+    goes through ``custom_text_proj`` and is L2-normalised): Qwen3-VL's weights as :class:`Qwen3VLGeometry`
+    stores them, and the head, ``custom_text_proj.weight`` [320, text hidden] and ``.bias`` [320],
+    initialised like the other linear layers. The config names ``ColQwen3``, as a checkpoint colpali-engine
+    saves does; colpali-engine loads it, renaming ``model.*`` as its ``_checkpoint_conversion_mapping``
+    says."""
+
+    label: ClassVar[str] = "ColQwen3"
+
+    def hf_config(self, dtype: str = "float32") -> dict[str, Any]:
+        """:class:`Qwen3VLGeometry`'s config, naming ``ColQwen3``."""
+        return super().hf_config(dtype) | {"architectures": ["ColQwen3"]}
+
+    def stored_tensors(self, config: Any) -> list[TensorSpec]:
+        """Qwen3-VL's tensors and the head's."""
+        return [
+            *super().stored_tensors(config),
+            TensorSpec(f"{COLQWEN3_HEAD}.weight", (COLQWEN3_DIM, self.text_hidden), "weight"),
+            TensorSpec(f"{COLQWEN3_HEAD}.bias", (COLQWEN3_DIM,), "bias"),
+        ]
