@@ -35,7 +35,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from docvec import ModelError, ModelNotFoundError
+from docvec import ModelError
+
+from ._checkpoint import load_checkpoint
 
 __all__ = [
     "PAGE_PROMPT",
@@ -98,29 +100,17 @@ class ColQwen3Reference:
     ) -> None:
         import json
 
-        from transformers import AutoTokenizer
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
         hf_dir = Path(hf_dir)
-        if not (hf_dir / "config.json").is_file():
-            raise ModelNotFoundError(f"{hf_dir} is not a Hugging Face checkpoint folder (no config.json)")
-        if threads is not None:
-            torch.set_num_threads(threads)
         started = time.perf_counter()
+        model, self._tokenizer = load_checkpoint(
+            colpali_model("ColQwen3"), hf_dir, "ColQwen3", dtype=dtype, threads=threads
+        )
         try:
-            # (model, loading info): typed Any, the stubs type the call as returning the model alone
-            loaded: Any = colpali_model("ColQwen3").from_pretrained(
-                hf_dir, dtype=dtype, output_loading_info=True
-            )
-            model, info = loaded
-            self._tokenizer: Any = AutoTokenizer.from_pretrained(hf_dir)
             preprocessor = json.loads((hf_dir / "preprocessor_config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ModelError(f"cannot load the ColQwen3 checkpoint in {hf_dir}: {exc}") from exc
-        missing = sorted(set(info.get("missing_keys", ())) | set(info.get("mismatched_keys", ())))
-        if missing:  # a weight left randomly initialised: no oracle then
-            raise ModelError(f"{hf_dir} lacks weights the model needs: {', '.join(missing[:5])}")
-        model.eval()
+            raise ModelError(f"{hf_dir}: cannot read preprocessor_config.json: {exc}") from exc
         self._model: Any = model
         self.dim: int = int(model.dim)
         vision = model.config.vision_config

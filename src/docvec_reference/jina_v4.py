@@ -33,8 +33,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from docvec import ConfigError, InputError, ModelError, ModelNotFoundError
+from docvec import ConfigError, InputError, ModelError
 from docvec._model._profiles import JINA_V4
+
+from ._checkpoint import load_checkpoint
 
 __all__ = ["IMAGE_PROMPT", "PASSAGE_PROMPT", "QUERY_PROMPT", "ReferenceEmbedder", "maxsim", "maxsim_scores"]
 
@@ -64,30 +66,16 @@ class ReferenceEmbedder:
         min_pixels: int = JINA_V4.min_pixels,
         max_pixels: int = JINA_V4.max_pixels,
     ) -> None:
-        from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+        from transformers import Qwen2_5_VLForConditionalGeneration
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
         hf_dir = Path(hf_dir)
-        if not (hf_dir / "config.json").is_file():
-            raise ModelNotFoundError(f"{hf_dir} is not a Hugging Face checkpoint folder (no config.json)")
         if not 0 < min_pixels <= max_pixels:
             raise ConfigError(f"need 0 < min_pixels <= max_pixels, got {min_pixels} and {max_pixels}")
-        if threads is not None:
-            torch.set_num_threads(threads)
         started = time.perf_counter()
-        try:
-            loaded: Any = Qwen2_5_VLForConditionalGeneration.from_pretrained(
-                hf_dir, dtype=dtype, output_loading_info=True
-            )
-            model, info = loaded
-            self._tokenizer: Any = AutoTokenizer.from_pretrained(hf_dir)
-        except (OSError, ValueError) as exc:
-            raise ModelError(f"cannot load the Qwen2.5-VL checkpoint in {hf_dir}: {exc}") from exc
-        # A weight the checkpoint lacks would be left randomly initialised: no oracle then.
-        missing = sorted(set(info.get("missing_keys", ())) | set(info.get("mismatched_keys", ())))
-        if missing:
-            raise ModelError(f"{hf_dir} lacks weights the model needs: {', '.join(missing[:5])}")
-        model.eval()
+        model, self._tokenizer = load_checkpoint(
+            Qwen2_5_VLForConditionalGeneration, hf_dir, "Qwen2.5-VL", dtype=dtype, threads=threads
+        )
         self._model: Any = model.model  # Qwen2_5_VLModel: last hidden states after the final norm
         config = model.config
         vision = config.vision_config

@@ -40,7 +40,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from docvec import InputError, ModelError, ModelNotFoundError
+from docvec import InputError, ModelError
+
+from ._checkpoint import load_checkpoint
 
 __all__ = [
     "DEFAULT_INSTRUCTION",
@@ -119,28 +121,14 @@ class _Qwen3VLBase:
         min_pixels: int = MIN_PIXELS,
         max_pixels: int = MAX_PIXELS,
     ) -> None:
-        from transformers import AutoTokenizer, Qwen3VLForConditionalGeneration
+        from transformers import Qwen3VLForConditionalGeneration
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
         hf_dir = Path(hf_dir)
-        if not (hf_dir / "config.json").is_file():
-            raise ModelNotFoundError(f"{hf_dir} is not a Hugging Face checkpoint folder (no config.json)")
-        if threads is not None:
-            torch.set_num_threads(threads)
         started = time.perf_counter()
-        try:
-            # (model, loading info): typed Any, the stubs type the call as returning the model alone
-            loaded: Any = Qwen3VLForConditionalGeneration.from_pretrained(
-                hf_dir, dtype=dtype, output_loading_info=True
-            )
-            model, info = loaded
-            self._tokenizer: Any = AutoTokenizer.from_pretrained(hf_dir)
-        except (OSError, ValueError) as exc:
-            raise ModelError(f"cannot load the Qwen3-VL checkpoint in {hf_dir}: {exc}") from exc
-        missing = sorted(set(info.get("missing_keys", ())) | set(info.get("mismatched_keys", ())))
-        if missing:  # a weight left randomly initialised: no oracle then
-            raise ModelError(f"{hf_dir} lacks weights the model needs: {', '.join(missing[:5])}")
-        model.eval()
+        model, self._tokenizer = load_checkpoint(
+            Qwen3VLForConditionalGeneration, hf_dir, "Qwen3-VL", dtype=dtype, threads=threads
+        )
         self._model: Any = model.model  # Qwen3VLModel: Qwen3VLForEmbedding's ``model``
         config = model.config
         vision = config.vision_config
