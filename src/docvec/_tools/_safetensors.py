@@ -308,8 +308,6 @@ _LORA_KEY = re.compile(rf"(?:(.*)\.)?({_PROJECTOR})\.lora_([AB])\.(?:(.+)\.)?(we
 _PEFT_ADAPTER_NAME = "default"
 #: what PEFT's PeftModel puts before the model's own module names in an adapter file
 _PEFT_PREFIX = "base_model.model."
-# the head's names in messages
-_either = " or ".join(PROJECTORS)
 
 
 def is_head_key(key: str) -> bool:
@@ -361,8 +359,9 @@ class HeadRefs:
         for what, found in (("weight", self.weights), ("bias", self.biases)):
             if not found:
                 raise CheckpointError(
-                    f"{where}: no tensor is the multi-vector head's {what} ({_either}.{what} under any "
-                    f"prefix, or PEFT's {_either}.base_layer.{what})"
+                    f"{where}: no tensor is the multi-vector head's {what} ("
+                    + " or ".join(f"{p}.{what}" for p in PROJECTORS)
+                    + f" under any prefix, or PEFT's NAME.base_layer.{what})"
                 )
             if len(found) > 1:
                 listed = ", ".join(str(r) for r in found)
