@@ -433,7 +433,16 @@ class RemoteBackend:
 
     def search(self, name: str, visual: Visual, k: int, flt: Filter | None) -> list[ScoredPoint]:
         qfilter = _to_client_filter(flt)
-        return self._query(name, query_filter=qfilter, limit=k, **self._visual(visual, qfilter))
+        query, using, first, params = self._visual(visual, qfilter)
+        return self._query(
+            name,
+            query=query,
+            using=using,
+            prefetch=first,
+            query_filter=qfilter,
+            limit=k,
+            search_params=params,
+        )
 
     def search_text(
         self, name: str, terms: SparseVector, k: int, flt: Filter | None, fusion: Fusion | None
@@ -442,10 +451,11 @@ class RemoteBackend:
         keyword = models.SparseVector(indices=terms.indices, values=terms.values)
         if fusion is None:
             return self._query(name, query=keyword, using=LAYOUT.text, query_filter=qfilter, limit=k)
-        visual = self._visual(fusion.visual, qfilter)
-        params = visual.pop("search_params")  # a stage's parameters are its params
+        query, using, first, params = self._visual(fusion.visual, qfilter)
         stages = [
-            models.Prefetch(**visual, params=params, limit=fusion.depth, filter=qfilter),
+            models.Prefetch(
+                query=query, using=using, prefetch=first, limit=fusion.depth, filter=qfilter, params=params
+            ),
             models.Prefetch(query=keyword, using=LAYOUT.text, limit=fusion.depth, filter=qfilter),
         ]
         return self._query(
@@ -456,18 +466,15 @@ class RemoteBackend:
             limit=k,
         )
 
-    def _visual(self, visual: Visual, qfilter: models.Filter | None) -> dict[str, Any]:
+    def _visual(
+        self, visual: Visual, qfilter: models.Filter | None
+    ) -> tuple[list[Any], str, models.Prefetch | None, models.SearchParams | None]:
         """A visual query as the client takes it, for a search or a fused search's visual stage alike: the
         query, the vector it uses, the prefetch it reranks (MaxSim over a dense vector's best points) and
         its search parameters."""
         if visual.tokens is None:
             assert visual.vector is not None
-            return {
-                "query": visual.vector.tolist(),
-                "using": LAYOUT.vector,
-                "prefetch": None,
-                "search_params": self._search_params,
-            }
+            return visual.vector.tolist(), LAYOUT.vector, None, self._search_params
         first = None
         if visual.vector is not None and visual.prefetch is not None:
             first = models.Prefetch(
@@ -477,12 +484,8 @@ class RemoteBackend:
                 filter=qfilter,
                 params=self._search_params,
             )
-        return {
-            "query": visual.tokens.tolist(),
-            "using": LAYOUT.tokens,
-            "prefetch": first,
-            "search_params": self._scan_tokens if first is None else self._rerank_tokens,
-        }
+        params = self._scan_tokens if first is None else self._rerank_tokens
+        return visual.tokens.tolist(), LAYOUT.tokens, first, params
 
     def _query(self, name: str, **request: Any) -> list[ScoredPoint]:
         response = self._call(
