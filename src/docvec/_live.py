@@ -185,7 +185,7 @@ class LiveVersion:
         current = self._model
         if current is not None and self._owns_model:
             files = resolve_model(model, cache_dir=cache)[0]
-            dim, bounds = current.profile.resolve(embed, current.hidden_size)
+            dim, bounds = current.profile.resolve(embed, current.width)
             if files == current.files and bounds == current.bounds:
                 return current if dim == current.dim else current.with_dim(dim)
         log.info("loading the model %s", model)

@@ -5,7 +5,7 @@ them. The parity tests (tests/) and the benchmarks (benchmarks/) import them fro
 - :mod:`.jina_v4`: jina-embeddings-v4, single and multi-vector (:class:`~.jina_v4.ReferenceEmbedder`);
 - :mod:`.qwen3vl`: Qwen3-VL-Embedding and Qwen3-VL-Reranker (:class:`~.qwen3vl.Qwen3VLReference`,
   :class:`~.qwen3vl.Qwen3VLRerankerReference`);
-- :mod:`.colqwen`: colpali-engine's own ColQwen3 (:class:`~.colqwen.ColQwen3Reference`), the late-interaction
+- :mod:`.colqwen`: colpali-engine's own ColQwen3 (:class:`~.colqwen.ColQwenReference`), the late-interaction
   retrievers' oracle.
 
 A development install (``make setup``: ``pip install -e '.[dev]'``, which puts ``src/`` on the path) has

@@ -1,9 +1,10 @@
 """colpali-engine's late-interaction retrievers on a checkpoint: the oracle for the ColQwen families.
 
-:class:`ColQwen3Reference` runs colpali-engine's own ``ColQwen3`` (``colpali_engine/models/qwen3/colqwen3/
-modeling_colqwen3.py``, MIT) on a checkpoint folder, and builds its inputs as ``ColQwen3Processor``
-(``processing_colqwen3.py``) does, transcribed here and sharing no code with docvec's profiles or image
-preprocessing:
+:class:`ColQwenReference` runs colpali-engine's own ``ColQwen3`` or ``ColQwen3_5`` (``colpali_engine/models/
+qwen3/colqwen3/modeling_colqwen3.py``, ``qwen3_5/colqwen3_5/modeling_colqwen3_5.py``, MIT) on a checkpoint
+folder, and builds its inputs as their processors (``processing_colqwen3.py``, ``processing_colqwen3_5.py``:
+the same prompts and image processing) do, transcribed here and sharing no code with docvec's profiles or
+image preprocessing:
 
 - a page: ``visual_prompt_prefix``, ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe
   the image.<|im_end|><|endoftext|>``, its ``<|image_pad|>`` expanded to one per image token (as
@@ -42,7 +43,7 @@ from ._checkpoint import load_checkpoint
 __all__ = [
     "PAGE_PROMPT",
     "QUERY_AUGMENTATION",
-    "ColQwen3Reference",
+    "ColQwenReference",
     "colpali_model",
     "maxsim",
 ]
@@ -81,8 +82,10 @@ def maxsim(query: np.ndarray, page: np.ndarray) -> float:
     return float((q @ p.T).max(axis=1).sum())
 
 
-class ColQwen3Reference:
-    """colpali-engine's ``ColQwen3`` on a checkpoint folder, with ``ColQwen3Processor``'s inputs.
+class ColQwenReference:
+    """colpali-engine's ``ColQwen3`` or ``ColQwen3_5`` (the one the checkpoint's config names) on a
+    checkpoint folder, with its processor's inputs (``ColQwen3Processor``'s and ``ColQwen3_5Processor``'s
+    are the same).
 
     ``dtype`` is the torch dtype the weights are loaded in; ``threads`` sets torch's intra-op thread count
     (a process-wide setting); ``min_pixels`` / ``max_pixels`` bound the resized image area (by default the
@@ -104,8 +107,19 @@ class ColQwen3Reference:
 
         hf_dir = Path(hf_dir)
         started = time.perf_counter()
+        try:
+            config = json.loads((hf_dir / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{hf_dir}: cannot read config.json: {exc}") from exc
+        names = [a for a in config.get("architectures") or [] if a in _MODEL_FILES]
+        if not names:
+            raise ModelError(
+                f"{hf_dir}: its config names no colpali-engine model ({', '.join(_MODEL_FILES)})"
+            )
+        #: the colpali-engine class it runs
+        self.family: str = names[0]
         model, self._tokenizer = load_checkpoint(
-            colpali_model("ColQwen3"), hf_dir, "ColQwen3", dtype=dtype, threads=threads
+            colpali_model(self.family), hf_dir, self.family, dtype=dtype, threads=threads
         )
         try:
             preprocessor = json.loads((hf_dir / "preprocessor_config.json").read_text(encoding="utf-8"))
@@ -164,6 +178,17 @@ class ColQwen3Reference:
                 mm_token_type_ids=(input_ids == self._image_token_id).to(torch.int),
             )
         return _to_numpy(out[0]), ids, size
+
+    def vision_features(self, image: Image.Image) -> np.ndarray:
+        """What the vision tower hands the language model for ``image``: one (merged) feature a token,
+        (tokens, hidden) float32."""
+        batch = self._processor(images=[image.convert("RGB")], return_tensors="pt")
+        with torch.inference_mode():
+            out = self._model.get_image_features(batch["pixel_values"], batch["image_grid_thw"])
+        features = out.pooler_output if hasattr(out, "pooler_output") else out
+        if isinstance(features, list | tuple):
+            features = torch.cat(list(features))
+        return _to_numpy(features)
 
 
 def _to_numpy(states: torch.Tensor) -> np.ndarray:

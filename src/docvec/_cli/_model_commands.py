@@ -188,8 +188,10 @@ def models_tiny(
             # the registry's list, so that the help and the code agree
             metavar="|".join(TINY_ARCHES),
             help="The architecture: qwen2.5-vl (jina-embeddings-v4's, with its multi-vector head), "
-            "qwen3-vl (Qwen3-VL-Embedding's, deepstack included) or qwen3-vl-reranker (Qwen3-VL-Reranker's: "
-            "the same, converted as a reranker).",
+            "qwen3-vl (Qwen3-VL-Embedding's, deepstack included), qwen3-vl-reranker (Qwen3-VL-Reranker's: "
+            "the same, converted as a reranker), colqwen3 (ColQwen3's: Qwen3-VL with colpali-engine's "
+            "late-interaction head) or colqwen3.5 (ColQwen3.5's: Qwen3.5, its linear-attention layers "
+            "included, with the same head).",
         ),
     ] = TINY_ARCH,
     seed: Annotated[int, typer.Option(help="Random seed of the weights.")] = 0,

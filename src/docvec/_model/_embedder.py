@@ -48,7 +48,7 @@ from ._registry import pull_with_head
 from ._resolve import resolve_model
 from ._session import Session
 
-__all__ = ["Embedder", "ImageStates", "TokenStates", "normalize"]
+__all__ = ["Embedder", "ImageStates", "TokenStates", "model_profile", "normalize"]
 
 log = logging.getLogger("docvec")
 
@@ -117,12 +117,13 @@ class Embedder(Closing):
                 f"{files.language_model} is a reranker, not an embedding model: it scores (query, page) "
                 "pairs and gives no vectors. Use it as the reranker (DOCVEC_RERANK_MODEL, `docvec rerank`)"
             )
-        self.profile: ModelProfile = profile_for(lm_info.architecture, mm_info.projector)
-        self._check_geometry(mm_info)
-        # before the weights: a bad head fails the open in milliseconds
+        # before the weights: a bad head fails the open in milliseconds; its kind may choose the profile
         self._head: MultiVectorHead | None = (
             read_head(files.head, width=lm_info.embedding_length) if files.head is not None else None
         )
+        kind = self._head.kind if self._head is not None else None
+        self.profile: ModelProfile = profile_for(lm_info.architecture, mm_info.projector, kind)
+        self._check_geometry(mm_info)
         #: what the files hold, by content (:mod:`docvec._model._fingerprint`): recorded with every vector
         self.fingerprint = ModelFingerprint(
             model=fingerprint(lm_info),
@@ -133,8 +134,14 @@ class Embedder(Closing):
         # the vector size and image bounds in use: the settings' overrides, else the model's own
         self._default_dim: int
         self.bounds: ImageBounds
-        width = lm_info.embedding_length or 0
-        self._default_dim, self.bounds = self.profile.resolve(s, width)
+        #: the full size of this model's single vectors: its hidden size, or, for a late-interaction
+        #: model (whose vector is its token vectors' mean), its head's
+        self.width: int = (
+            self._head.dim
+            if self._head is not None and self.profile.late_interaction
+            else lm_info.embedding_length or 0
+        )
+        self._default_dim, self.bounds = self.profile.resolve(s, self.width)
         image_prompt = self.bounds.max_pixels // self.profile.image_unit**2 + 64
         #: the loaded model, shared with every view of this embedder (:meth:`with_dim`)
         self._session = Session(
@@ -170,7 +177,8 @@ class Embedder(Closing):
 
     @property
     def hidden_size(self) -> int:
-        """Width of the language model's hidden states (the vector size before truncation)."""
+        """Width of the language model's hidden states (the vector size before truncation, except for a
+        late-interaction model: :attr:`width`)."""
         return self._session.model.n_embd
 
     @property
@@ -304,7 +312,7 @@ class Embedder(Closing):
         embedder, and its lifetime. It costs no memory; its :meth:`close` does nothing; once this embedder
         is closed, every call of the view raises :class:`~docvec.ModelError`, as this embedder's do."""
         view = copy.copy(self)  # the same session: one lock, one closed state for the owner and its views
-        view._default_dim = self.profile.check_dim(dim, self.hidden_size)
+        view._default_dim = self.profile.check_dim(dim, self.width)
         view._view = True
         return view
 
@@ -348,13 +356,10 @@ class Embedder(Closing):
                 raise InputError(f"expected a string, got {type(t).__name__}", index=i)
             if not t.strip():
                 raise InputError("empty text", index=i)
-        out = np.empty((len(items), self.hidden_size), np.float32)
+        out = np.empty((len(items), self.width), np.float32)
         tokens: list[Vectors] = []
         for i, t in enumerate(items):
-            states = self.prompt_states(template, t).states
-            out[i] = self._pool(states, None)
-            if head is not None:
-                tokens.append(head(states))
+            out[i] = self._vectors(self.prompt_states(template, t).states, None, head, tokens)
         return normalize(out, d), tokens
 
     def _embed_images(
@@ -363,14 +368,31 @@ class Embedder(Closing):
         """Pooled vectors of ``images``, and, with a ``head``, each one's token vectors."""
         d = self._dim(dim)
         prepared = prepare_images(images, self.bounds, budget=self.decode_budget)
-        out = np.empty((len(prepared), self.hidden_size), np.float32)
+        out = np.empty((len(prepared), self.width), np.float32)
         tokens: list[Vectors] = []
         for i, rgb in enumerate(prepared):
             st = self._image_states(rgb)
-            out[i] = self._pool(st.states, st.span)
-            if head is not None:
-                tokens.append(head(st.states))
+            out[i] = self._vectors(st.states, st.span, head, tokens)
         return normalize(out, d), tokens
+
+    def _vectors(
+        self,
+        states: Vectors,
+        span: tuple[int, int] | None,
+        head: MultiVectorHead | None,
+        tokens: list[Vectors],
+    ) -> Vectors:
+        """One input's vector from its token states (before normalisation), and, with a ``head``, its token
+        vectors appended to ``tokens``."""
+        if self.profile.late_interaction:
+            assert self._head is not None  # profile_for chose it by its head
+            vectors = self._head(states)
+            if head is not None:
+                tokens.append(vectors)
+            return np.asarray(vectors.mean(axis=0), np.float32)
+        if head is not None:
+            tokens.append(head(states))
+        return self._pool(states, span)
 
     def _pool(self, states: Vectors, span: tuple[int, int] | None) -> Vectors:
         """One input's vector from its token states, by the profile's rule (before normalisation)."""
@@ -394,7 +416,7 @@ class Embedder(Closing):
         return int(a[0]), int(b[0])
 
     def _dim(self, dim: int | None) -> int:
-        return self._default_dim if dim is None else self.profile.check_dim(dim, self.hidden_size)
+        return self._default_dim if dim is None else self.profile.check_dim(dim, self.width)
 
     def _check_geometry(self, mm: GGUFInfo) -> None:
         patch = mm.metadata.get("clip.vision.patch_size")
@@ -404,6 +426,14 @@ class Embedder(Closing):
                 f"{mm.path}: patch {patch} x merge {merge} does not give the {self.profile.image_unit}-pixel "
                 f"tokens {self.profile.name} expects"
             )
+
+
+def model_profile(model: str | Path, *, cache_dir: Path | None = None) -> ModelProfile:
+    """The profile of the model ``model`` names (resolved as :meth:`Embedder.open` resolves it), from its
+    files' headers and its head's kind, without loading any weight."""
+    files, lm, mm = resolve_model(model, cache_dir=cache_dir)
+    kind = read_head(files.head).kind if files.head is not None else None
+    return profile_for(lm.architecture, mm.projector, kind)
 
 
 def _token_ids(chunks: list[PromptChunk]) -> npt.NDArray[np.int32]:

@@ -11,6 +11,8 @@ docvec keeps it beside a model's two GGUFs as a small GGUF of its own::
         docvec.mvhead.width         hidden size it takes (the language model's embedding_length)
         docvec.mvhead.dim           size of the vectors it gives
         docvec.mvhead.source        where it came from (a checkpoint, an adapter merged in)
+        docvec.mvhead.kind          (optional) "colpali" for colpali-engine's head (``custom_text_proj``):
+                                    the model is trained for late interaction only (a ColQwen)
         multi_vector_projector.weight   float32 [dim, width]
         multi_vector_projector.bias     float32 [dim]
 
@@ -22,13 +24,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import ModelFileError, ModelMismatchError
 
-__all__ = ["ARCHITECTURE", "FILE_NAME", "KEYS", "MultiVectorHead", "pool_tokens", "read_head", "write_head"]
+__all__ = [
+    "ARCHITECTURE",
+    "COLPALI",
+    "FILE_NAME",
+    "KEYS",
+    "MultiVectorHead",
+    "pool_tokens",
+    "read_head",
+    "write_head",
+]
 
 #: the file's name in a model folder
 FILE_NAME = "multivector-head.gguf"
@@ -36,6 +48,9 @@ FILE_NAME = "multivector-head.gguf"
 ARCHITECTURE = "docvec.mvhead"
 #: the tensor names, as in the checkpoint a registry model's head is read from (its ``head_repo``)
 KEYS = ("multi_vector_projector.weight", "multi_vector_projector.bias")
+#: the kind of a head read from colpali-engine's ``custom_text_proj``: its model has no single vector of its
+#: own, and its profile is chosen by it (:attr:`docvec._model._profiles.ModelProfile.head_kind`)
+COLPALI = "colpali"
 
 Vectors = npt.NDArray[np.float32]
 
@@ -47,6 +62,8 @@ class MultiVectorHead:
     weight: Vectors
     bias: Vectors
     path: Path | None = None
+    #: which family's head it is, when that chooses the model's profile (:data:`COLPALI`); else ``None``
+    kind: str | None = None
 
     @property
     def width(self) -> int:
@@ -84,8 +101,11 @@ def pool_tokens(tokens: Vectors, factor: int) -> Vectors:
     return np.asarray(sums / np.maximum(norms, np.finfo(np.float32).tiny), np.float32)
 
 
-def write_head(path: Path, weight: npt.ArrayLike, bias: npt.ArrayLike, *, source: str) -> Path:
-    """Write the head to ``path`` (checked as :func:`read_head` checks it); returns ``path``."""
+def write_head(
+    path: Path, weight: npt.ArrayLike, bias: npt.ArrayLike, *, source: str, kind: str | None = None
+) -> Path:
+    """Write the head to ``path`` (checked as :func:`read_head` checks it), with its ``kind`` when it has
+    one; returns ``path``."""
     import gguf
 
     w = np.ascontiguousarray(np.asarray(weight, np.float32))
@@ -97,6 +117,8 @@ def write_head(path: Path, weight: npt.ArrayLike, bias: npt.ArrayLike, *, source
     writer.add_uint32(f"{ARCHITECTURE}.width", int(w.shape[1]))
     writer.add_uint32(f"{ARCHITECTURE}.dim", int(w.shape[0]))
     writer.add_string(f"{ARCHITECTURE}.source", source)
+    if kind is not None:
+        writer.add_string(f"{ARCHITECTURE}.kind", kind)
     writer.add_tensor(KEYS[0], w)
     writer.add_tensor(KEYS[1], b)
     writer.write_header_to_file()
@@ -119,8 +141,7 @@ def read_head(path: Path, *, width: int | None = None) -> MultiVectorHead:
         reader = gguf.GGUFReader(str(path))
     except Exception as e:  # gguf raises ValueError, struct errors, memmap errors ... on a bad file
         raise ModelFileError(path, f"not a readable GGUF file ({e})") from None
-    arch = reader.fields.get("general.architecture")
-    name = bytes(arch.parts[arch.data[0]]).decode() if arch is not None else None
+    name = _string(reader, "general.architecture")
     if name != ARCHITECTURE:
         raise ModelFileError(path, f"not a multi-vector head (architecture {name!r}, not {ARCHITECTURE!r})")
     tensors = {t.name: t for t in reader.tensors}
@@ -141,7 +162,12 @@ def read_head(path: Path, *, width: int | None = None) -> MultiVectorHead:
             f"{path} does not belong to this language model: it takes {weight.shape[1]}-wide hidden states, "
             f"the language model gives {width}"
         )
-    return MultiVectorHead(weight, bias, path)
+    return MultiVectorHead(weight, bias, path, _string(reader, f"{ARCHITECTURE}.kind"))
+
+
+def _string(reader: Any, key: str) -> str | None:
+    field = reader.fields.get(key)
+    return bytes(field.parts[field.data[0]]).decode() if field is not None else None
 
 
 def _check_shapes(path: Path, weight: Vectors, bias: Vectors) -> None:

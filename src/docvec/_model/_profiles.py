@@ -7,6 +7,7 @@ overrides against the model and fills in what was left unset.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,6 +15,8 @@ from .._config import EmbedSettings
 from .._errors import ConfigError, ModelMismatchError
 
 __all__ = [
+    "COLQWEN3",
+    "COLQWEN3_5",
     "JINA_V4",
     "PROFILES",
     "QWEN3_VL_EMBEDDING",
@@ -40,8 +43,11 @@ class ImageBounds:
 
 
 #: How a profile turns token states into one vector: ``mean`` averages a text's tokens and an image's
-#: :attr:`ModelProfile.image_span`; ``last`` takes the last token's state (the prompt's final token).
-Pooling = Literal["mean", "last"]
+#: :attr:`ModelProfile.image_span`; ``last`` takes the last token's state (the prompt's final token);
+#: ``tokens``: the model was trained for late interaction only and has no single vector of its own, so
+#: docvec's is the mean of its token vectors (the multi-vector head's, every token), re-normalised: the
+#: first stage a search reranks by MaxSim (docs/late-interaction.md), never a ranking of its own
+Pooling = Literal["mean", "last", "tokens"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,16 @@ class ModelProfile:
     #: whether checkpoints of this model carry a multi-vector head docvec can use
     multivector: bool
     published: tuple[Published, ...] = ()
+    #: the kind of multi-vector head (:attr:`docvec._model._head.MultiVectorHead.kind`) that makes a model
+    #: of these architectures this profile's and not another's: ColQwen3 is Qwen3-VL with colpali-engine's
+    #: head, Qwen3-VL-Embedding the same files without one. ``None``: the profile of the files alone
+    head_kind: str | None = None
+
+    @property
+    def late_interaction(self) -> bool:
+        """Whether the model's own output is token vectors only (``tokens`` pooling): its collections
+        always keep them, and its single vector is docvec's pooled prefetch."""
+        return self.pooling == "tokens"
 
     def dims(self, width: int) -> tuple[int, ...]:
         """The vector sizes a model of this profile with ``width``-wide hidden states gives, smallest first
@@ -233,15 +249,123 @@ QWEN3_VL_EMBEDDING = ModelProfile(
     ),
 )
 
+# ColQwen3 and ColQwen3.5 (late interaction): every rule below is colpali-engine's (github
+# illuin-tech/colpali, MIT; read in 0.3.18): colpali_engine/models/qwen3/colqwen3/ and qwen3_5/colqwen3_5/.
+# The model classes
+# (ColQwen3: Qwen3VLModel, ColQwen3_5: Qwen3_5Model) run every token's last hidden state through
+# custom_text_proj, L2-normalise it and keep every position the attention mask covers; their processors
+# give the prompts. The registry's models follow these prompts on their cards (docvec._model._registry).
+#: ``visual_prompt_prefix``; mtmd inserts <|vision_start|> and <|vision_end|> around the marker, as the
+#: processor's prompt has them around <|image_pad|>
+COLPALI_PAGE_TEMPLATE = "<|im_start|>user\n{marker}Describe the image.<|im_end|><|endoftext|>"
+#: ``process_queries``: ``query_prefix`` (empty for these classes), the text, then
+#: ``query_augmentation_token`` (<|endoftext|>) ten times, each a vector of the query
+COLPALI_QUERY_TEMPLATE = "{text}" + "<|endoftext|>" * 10
+
+
+# The scores: MTEB's published results (github embeddings-benchmark/results, results/<org>__<model>/), ViDoRe
+# v3 over its eight public tasks (nDCG@10; the two private ones are not in them), as the Vultr cards quote
+# them ("Official MTEB: V1 88.15, V2 60.36, V3 56.49" for Flash)
+_RESULTS = "https://github.com/embeddings-benchmark/results/tree/main/results/"
+_COLQWEN3_PUBLISHED = (
+    Published(
+        "ViDoRe v3 (nDCG@10, 8 public tasks)", 60.16, _RESULTS + "TomoroAI__tomoro-colqwen3-embed-4b", "4B"
+    ),
+    Published(
+        "ViDoRe v3 (nDCG@10, 8 public tasks)", 61.60, _RESULTS + "TomoroAI__tomoro-colqwen3-embed-8b", "8B"
+    ),
+)
+_COLQWEN3_5_PUBLISHED = (
+    Published(
+        "ViDoRe v3 (nDCG@10, 8 public tasks)",
+        56.49,
+        "https://huggingface.co/vultr/VultronRetrieverFlash-Qwen3.5-0.8B",
+        "0.8B",
+    ),
+    Published(
+        "ViDoRe v3 (nDCG@10, 8 public tasks)",
+        63.72,
+        "https://huggingface.co/vultr/VultronRetrieverCore-Qwen3.5-4.5B",
+        "4.5B",
+    ),
+    Published(
+        "ViDoRe v3 (nDCG@10, 8 public tasks)",
+        64.72,
+        _RESULTS + "vultr__VultronRetrieverPrime-Qwen3.5-8B",
+        "8B",
+    ),
+)
+
+COLQWEN3 = ModelProfile(
+    name="colqwen3",
+    architectures=("qwen3vl",),
+    projectors=("qwen3vl_merger",),
+    query_template=COLPALI_QUERY_TEMPLATE,
+    # ``process_texts``: the text alone
+    passage_template="{text}",
+    image_template=COLPALI_PAGE_TEMPLATE,
+    pooling="tokens",
+    image_span=None,
+    # patch 16 x spatial merge 2, as Qwen3-VL's
+    image_unit=32,
+    # one size: the head's (docvec's single vector is its tokens' mean)
+    matryoshka=(),
+    matryoshka_sizes=(),
+    # the checkpoints' image processor (Qwen3-VL's preprocessor_config.json: shortest_edge 65,536 px, 64
+    # tokens); the most its models were evaluated with: max_num_visual_tokens 1280 (tomoro-colqwen3-embed's
+    # processor default, and what MTEB's wrapper passes)
+    min_pixels=64 * 32 * 32,
+    max_pixels=1280 * 32 * 32,
+    max_aspect=200.0,
+    # the same page budget as Qwen3-VL-Embedding's, 1,024 tokens (docs/models.md has the cost per page)
+    page_pixels=1024 * 32 * 32,
+    licence="Apache-2.0",
+    # every token's state is a vector: nothing averages the F16 rounding of flash attention away. MaxSim is
+    # within the bar without it, not with it (tests/test_parity_colqwen.py; docs/late-interaction.md)
+    flash_attention=False,
+    kv_cache="f16",
+    multivector=True,
+    published=_COLQWEN3_PUBLISHED,
+    head_kind="colpali",
+)
+#: Qwen3.5's language model (hybrid linear and full attention); its vision tower is Qwen3-VL's, which the
+#: pinned converter writes as one
+COLQWEN3_5 = dataclasses.replace(
+    COLQWEN3,
+    name="colqwen3.5",
+    architectures=("qwen35",),
+    # VultronRetriever's evaluation budget: 1,792 visual tokens (its MTEB runs, "vt1792"; vLLM's ColQwen3.5
+    # example sets max_pixels 1792 x 32 x 32)
+    max_pixels=1792 * 32 * 32,
+    published=_COLQWEN3_5_PUBLISHED,
+)
+
 #: every model docvec knows
-PROFILES = (JINA_V4, QWEN3_VL_EMBEDDING)
+PROFILES = (JINA_V4, QWEN3_VL_EMBEDDING, COLQWEN3, COLQWEN3_5)
 
 
-def profile_for(architecture: str, projector: str) -> ModelProfile:
-    """The profile serving a language model of ``architecture`` with a vision encoder of ``projector``."""
-    for p in PROFILES:
-        if architecture in p.architectures and projector in p.projectors:
+def profile_for(architecture: str, projector: str, head_kind: str | None = None) -> ModelProfile:
+    """The profile serving a language model of ``architecture`` with a vision encoder of ``projector``,
+    and a multi-vector head of ``head_kind`` (``None``: no head, or one that does not choose a profile)."""
+    matching = [p for p in PROFILES if architecture in p.architectures and projector in p.projectors]
+    for p in matching:
+        if p.head_kind == head_kind:
             return p
+    if matching and head_kind is not None:
+        raise ModelMismatchError(
+            f"no embedding profile for a '{architecture}' language model with a '{projector}' vision encoder "
+            f"and a {head_kind!r} multi-vector head; with that head docvec knows "
+            + ", ".join(
+                f"{p.name} ({'/'.join(p.architectures)})" for p in PROFILES if p.head_kind == head_kind
+            )
+        )
+    if matching:  # a late-interaction model without its head: nothing it gives means anything
+        names = " or ".join(p.name for p in matching)
+        raise ModelMismatchError(
+            f"a '{architecture}' language model with a '{projector}' vision encoder is {names}, a "
+            "late-interaction model: it needs its multi-vector head (multivector-head.gguf beside its GGUFs, "
+            "which `docvec models convert` and `docvec models pull` write from its checkpoint)"
+        )
     raise ModelMismatchError(
         f"no embedding profile for a '{architecture}' language model with a '{projector}' vision encoder; "
         f"supported: "

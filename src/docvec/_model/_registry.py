@@ -307,6 +307,64 @@ REGISTRY["qwen3-vl-reranker-2b"] = _qwen3_vl("Reranker", "2B", "main", 2048)
 REGISTRY["qwen3-vl-reranker-8b"] = _qwen3_vl("Reranker", "8B", "main", 4096)
 
 
+# --- VultronRetriever (ColQwen3.5: late interaction) -------------------------------------------------
+#
+# Sources (fix this table, not the code, if the Hub changes):
+# * vultr/VultronRetrieverFlash-Qwen3.5-0.8B, -Core-Qwen3.5-4.5B and -Prime-Qwen3.5-8B: Apache-2.0 (the
+#   cards' and MTEB's model entries, embeddings-benchmark/mteb colqwen_models.py). Checkpoints only, no GGUF:
+#   docvec converts them with the pinned converter. Merged weights saved by colpali-engine as ColQwen3_5
+#   (config architectures ["ColQwen3_5"], as vLLM's ColQwen3.5 support reads them, PR vllm-project/vllm#46108;
+#   language_model.*, visual.* and custom_text_proj.{weight,bias} at the top: the conversion renames the
+#   first two as the converter reads them and exports the head, docvec._tools._convert). Not seen in a
+#   listing of the Hub itself: whether the weights are one file or shards (the pull takes either).
+# * Their prompts are colpali-engine's ColQwen3_5Processor's (MTEB evaluates them through colpali-engine,
+#   use_instructions=False), their page budget 1,792 visual tokens (the ColQwen3.5 profile's max_pixels).
+# * Token vectors of 320 (their config's dim); hidden sizes 1024, 2560 and 4096 (MTEB's entries).
+# * Scores: the cards ("Official MTEB": Flash V3 56.49, Core 63.72) and MTEB's results repository (Prime
+#   64.72), ViDoRe v3 over its eight public tasks; see docvec._model._profiles.
+# Taken at main; a pull records the commit it resolved and caches the conversion under it.
+_VULTRON_LICENCE = (
+    "VultronRetriever is licensed under Apache-2.0 (https://www.apache.org/licenses/LICENSE-2.0), as "
+    "declared by Vultr on Hugging Face: commercial use is allowed under its terms."
+)
+
+
+def _vultron(tier: str, size: str) -> RegistryModel:
+    """A VultronRetriever checkpoint (``tier``: Flash, Core or Prime), converted here."""
+    name = f"vultron-{tier.lower()}-{size.lower()}"
+    repo = f"vultr/VultronRetriever{tier}-Qwen3.5-{size}"
+    return RegistryModel(
+        name=name,
+        profile="colqwen3.5",
+        width=320,
+        size=size,
+        description=(
+            f"VultronRetriever {tier} (Qwen3.5-{size} backbone, late interaction: 320-d token vectors), "
+            "converted here from its checkpoint: language model GGUF, vision encoder (mmproj) and head"
+        ),
+        lm_repo=repo,
+        lm_files=MappingProxyType(
+            {"Q8_0": f"Q8_0/{name}-Q8_0.gguf", "BF16": f"{name}-BF16.gguf", "F16": f"{name}-F16.gguf"}
+        ),
+        conversions=MappingProxyType(
+            {"Q8_0": Conversion(None, "Q8_0"), "BF16": Conversion("bf16"), "F16": Conversion("f16")}
+        ),
+        default_quant="Q8_0",
+        mmproj_repo=repo,
+        mmproj_file=None,
+        licence_id="Apache-2.0",
+        licence_url="https://www.apache.org/licenses/LICENSE-2.0",
+        licence_text=_VULTRON_LICENCE,
+        homepage=f"https://huggingface.co/{repo}",
+        checkpoint_repo=repo,
+    )
+
+
+REGISTRY["vultron-flash-0.8b"] = _vultron("Flash", "0.8B")
+REGISTRY["vultron-core-4.5b"] = _vultron("Core", "4.5B")
+REGISTRY["vultron-prime-8b"] = _vultron("Prime", "8B")
+
+
 def registry_names() -> list[str]:
     """The names :func:`pull` accepts, sorted."""
     return sorted(REGISTRY)
@@ -442,7 +500,8 @@ def _cached(repo_id: str, filename: str, revision: str, cache_dir: Path | None) 
 
 def find_converted(model: RegistryModel, lm_name: str, docvec_cache_dir: Path) -> ModelFiles | None:
     """The files of checkpoint model ``model`` that the last pull of its revision converted, with the
-    language model ``lm_name`` and the one mmproj beside it; ``None`` when there are none. Disk only."""
+    language model ``lm_name`` and the one mmproj (and the head, for a model with one) beside it; ``None``
+    when there are none. Disk only."""
     commit = _ref_commit(model_root(model, docvec_cache_dir), model.revision)
     if commit is None:
         return None
@@ -452,7 +511,8 @@ def find_converted(model: RegistryModel, lm_name: str, docvec_cache_dir: Path) -
         mmprojs = [p for p in mmprojs if p.name == f"mmproj-{lm.name}"]
     if not lm.is_file() or len(mmprojs) != 1:
         return None
-    return ModelFiles(language_model=lm, mmproj=mmprojs[0])
+    head = lm.parent / HEAD_FILE_NAME  # the conversion exports a checkpoint's head beside its GGUFs
+    return ModelFiles(language_model=lm, mmproj=mmprojs[0], head=head if head.is_file() else None)
 
 
 def model_root(model: RegistryModel, docvec_cache_dir: Path) -> Path:
@@ -495,6 +555,8 @@ TINY_ARCHES: Mapping[str, tuple[str, bool]] = MappingProxyType(
         "qwen2.5-vl": ("tiny-qwen25vl", True),  # jina-embeddings-v4's architecture, with its head
         "qwen3-vl": ("tiny-qwen3vl", False),  # Qwen3-VL-Embedding's, deepstack included
         "qwen3-vl-reranker": ("tiny-qwen3vl-reranker", False),  # Qwen3-VL-Reranker's
+        "colqwen3": ("tiny-colqwen3", True),  # ColQwen3's: Qwen3-VL with colpali-engine's head
+        "colqwen3.5": ("tiny-colqwen35", True),  # ColQwen3.5's: Qwen3.5 (recurrent layers), the same head
     }
 )
 #: the default one (``docvec demo``, ``DOCVEC_MODEL=tiny``)

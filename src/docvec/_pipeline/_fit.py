@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .._config import EmbedSettings, Settings
 from .._errors import ConfigError, InputError
-from .._model._embedder import Embedder
+from .._model._embedder import Embedder, model_profile
 from .._records import EmbeddingInfo, ReindexSpec, TextIndex, VersionRecord
 from .._text._terms import Analyzer
 from ._provenance import embedding_info, fits
@@ -71,8 +71,16 @@ def fitting_settings(settings: Settings, record: VersionRecord | None, *, follow
 
 def reindex_fit(settings: Settings, record: VersionRecord | None, spec: ReindexSpec) -> Fit:
     """What a reindex as ``spec`` asks builds the next version of a collection with, whose live version has
-    ``record``: what the spec sets, else what fits the live version (:func:`fitting_settings`)."""
-    base = fitting_settings(settings, record, follow=False)
+    ``record``: what the spec sets, else what fits the live version (:func:`fitting_settings`). A reindex to
+    a model of another family (profile) starts from the settings, as a new collection would: the old
+    model's vector size, page budget and kind of pages are its family's, not the new one's."""
+    other_family = (
+        record is not None
+        and spec.model is not None
+        and spec.model != record.model
+        and model_profile(spec.model, cache_dir=settings.cache_dir).name != record.embedding.profile
+    )
+    base = fitting_settings(settings, None if other_family else record, follow=False)
     return Fit(
         spec.model or base.model,
         base.embed.model_copy(update=embed_changes(spec)),
@@ -90,9 +98,7 @@ def check_offered(embedder: Embedder, spec: ReindexSpec) -> None:
     """Refuse, as ``embedder``'s model would when it opened with them (:func:`refusing` says how), a vector
     size or page budget ``spec`` asks for that the model does not offer; without loading anything."""
     with refusing(spec):
-        embedder.profile.resolve(
-            embedder.settings.model_copy(update=embed_changes(spec)), embedder.hidden_size
-        )
+        embedder.profile.resolve(embedder.settings.model_copy(update=embed_changes(spec)), embedder.width)
 
 
 @contextmanager
@@ -113,9 +119,9 @@ def refusing(spec: ReindexSpec) -> Iterator[None]:
 def pages_info(embedder: Embedder, fit: Fit | None) -> EmbeddingInfo:
     """What identifies the pages ``embedder`` makes for a version that ``fit`` fits (its kind of pages
     included)."""
-    if fit is None or not fit.multivector:
+    if fit is None:
         return embedding_info(embedder)
-    return embedding_info(embedder, multivector=True, token_pool=fit.token_pool)
+    return embedding_info(embedder, multivector=fit.multivector, token_pool=fit.token_pool)
 
 
 def serves(embedder: Embedder, fit: Fit, record: VersionRecord | None) -> bool:

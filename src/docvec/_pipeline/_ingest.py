@@ -143,7 +143,7 @@ class Ingestor:
         # messages name the collection users know, not the version (docvec.v1) written to
         m = VERSION_RE.fullmatch(collection)
         shown = collection if m is None else m["name"]
-        if multivector:
+        if self.info.multivector:
             require_head(embedder, shown)
         check_same_vectors(
             recorded_info(store, collection),

@@ -32,7 +32,10 @@ __all__ = [
 
 def embedding_info(embedder: Embedder, *, multivector: bool = False, token_pool: int = 1) -> EmbeddingInfo:
     """What identifies the vectors ``embedder`` makes (model files, vector size, image bounds), and, with
-    ``multivector``, the token vectors of its head (averaged ``token_pool`` at a time)."""
+    ``multivector``, the token vectors of its head (averaged ``token_pool`` at a time). A late-interaction
+    model's pages always keep them: its token vectors are what it gives, its single vector only their mean
+    (:attr:`docvec._model._profiles.ModelProfile.late_interaction`)."""
+    multivector = multivector or embedder.profile.late_interaction
     fields: dict[str, object] = {
         "profile": embedder.profile.name,
         "model": embedder.files.language_model.name,

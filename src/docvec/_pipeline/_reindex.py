@@ -100,7 +100,7 @@ class Reindexer:
         self.collection = collection
         self.model = model
         self.info = embedding_info(embedder, multivector=multivector, token_pool=token_pool)
-        if multivector:  # before run() creates the new version, which would be left empty
+        if self.info.multivector:  # before run() creates the new version, which would be left empty
             require_head(embedder, collection)
         self.progress = progress
         self.report = ReindexReport(collection=collection, old_version=None, new_version=None, switched=False)

@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -159,7 +159,7 @@ def convert_checkpoint(
     lm = out_dir / f"{name}-{outtype.upper()}.gguf"
     mm = out_dir / f"mmproj-{name}-{mm_type.upper()}.gguf"
     with _converter_view(hf_dir, out_dir, reranker=reranker) as view:
-        lm_info = _run_converter(source, view, lm, outtype, mmproj=False)
+        lm_info = _run_converter(source, view, lm, outtype, mmproj=False, flags=_language_model_flags(view))
         _run_converter(source, view, mm, mm_type, mmproj=True)
     if reranker and not lm_info.is_reranker:
         raise ToolError(
@@ -196,16 +196,31 @@ def _write_checked_head(head: HeadTensors, path: Path, lm: GGUFInfo) -> None:
             f"language model {lm.path.name} gives {width}: it belongs to another model"
         )
     try:
-        write_head(path, head.weight, head.bias, source=head.source)
+        write_head(path, head.weight, head.bias, source=head.source, kind=head.kind)
     except DocvecError as e:  # bad shapes, NaN weights: say which checkpoint they came from
         raise ToolError(f"exporting the multi-vector head ({head.source}) failed: {e}") from None
 
 
 def _run_converter(
-    source: LlamaCppSource, hf_dir: Path, out: Path, outtype: str, *, mmproj: bool
+    source: LlamaCppSource,
+    hf_dir: Path,
+    out: Path,
+    outtype: str,
+    *,
+    mmproj: bool,
+    flags: tuple[str, ...] = (),
 ) -> GGUFInfo:
     tmp = out.with_name(out.name + ".part")
-    cmd = [sys.executable, str(source.converter), str(hf_dir), "--outfile", str(tmp), "--outtype", outtype]
+    cmd = [
+        sys.executable,
+        str(source.converter),
+        str(hf_dir),
+        "--outfile",
+        str(tmp),
+        "--outtype",
+        outtype,
+        *flags,
+    ]
     if mmproj:
         cmd.append("--mmproj")
     log.info("converting %s -> %s", hf_dir, out)
@@ -258,6 +273,7 @@ class HeadTensors:
     weight: npt.NDArray[np.float32]
     bias: npt.NDArray[np.float32]
     source: str
+    kind: str | None = None  # the head file's kind (see docvec._model._head)
 
     @property
     def width(self) -> int:
@@ -271,7 +287,7 @@ def export_head(hf_dir: Path, out: Path, *, task: str = DEFAULT_HEAD_TASK) -> Pa
     head = find_head(hf_dir, task=task)
     if head is None:
         return None
-    return write_head(out, head.weight, head.bias, source=head.source)
+    return write_head(out, head.weight, head.bias, source=head.source, kind=head.kind)
 
 
 def find_head(hf_dir: Path, *, task: str = DEFAULT_HEAD_TASK) -> HeadTensors | None:
@@ -302,7 +318,7 @@ def find_head(hf_dir: Path, *, task: str = DEFAULT_HEAD_TASK) -> HeadTensors | N
         path = Path(name)
         return str(path.relative_to(hf_dir)) if path.is_relative_to(hf_dir) else name
 
-    return HeadTensors(head.weight, head.bias, f"{hf_dir.resolve().name}: {head.describe(show)}")
+    return HeadTensors(head.weight, head.bias, f"{hf_dir.resolve().name}: {head.describe(show)}", head.kind)
 
 
 @contextlib.contextmanager
@@ -364,8 +380,9 @@ def _converter_view(hf_dir: Path, out_dir: Path, *, reranker: bool = False) -> I
     """``hf_dir`` as llama.cpp's converter may read it: the folder itself when it takes it as it is; else a
     temporary folder of the same name under ``out_dir`` with links to everything else and, rewritten:
 
-    - weight files (``model*.safetensors`` or the index's) that hold head tensors, without them (streamed:
-      one tensor's bytes at a time), and the index to match;
+    - weight files (``model*.safetensors`` or the index's) that hold head tensors, without them, or tensors
+      under names the converter does not read (:func:`_converter_names`), renamed (streamed: one tensor's
+      bytes at a time), and the index to match;
     - a config.json whose architecture the converter refuses though it converts the same weights under
       another name (:data:`_CONVERTER_ARCHITECTURES`);
     - nothing that makes the converter take an embedding model for a reranker (a README with a
@@ -382,11 +399,12 @@ def _converter_view(hf_dir: Path, out_dir: Path, *, reranker: bool = False) -> I
             else sorted(p for p in hf_dir.glob("model*.safetensors"))
         )
         dirty: dict[str, tuple[Header, set[str]]] = {}
-        for path in parts:
-            header = read_header(LocalFile(path))
+        headers = {path.name: read_header(LocalFile(path)) for path in parts}
+        stored = _converter_names(k for h in headers.values() for k in h.tensors)
+        for name, header in headers.items():
             drop = {k for k in header.tensors if is_head_key(k)}
-            if drop:
-                dirty[path.name] = (header, drop)
+            if drop or any(stored(k) != k for k in header.tensors):
+                dirty[name] = (header, drop)
     config = _converter_config(hf_dir)
     readme = hf_dir / "README.md"
     drop_readme = readme.is_file() and _names_reranker(readme.read_text(encoding="utf-8", errors="replace"))
@@ -410,11 +428,11 @@ def _converter_view(hf_dir: Path, out_dir: Path, *, reranker: bool = False) -> I
         kept_files = set()
         with _checkpoint_errors():
             for name, (header, drop) in dirty.items():
-                if copy_without(header, view / name, drop):
+                if copy_without(header, view / name, drop, stored):
                     kept_files.add(name)
         if weight_map:
             kept = {
-                k: v
+                stored(k): v
                 for k, v in weight_map.items()
                 if not is_head_key(k) and (v not in dirty or v in kept_files)
             }
@@ -436,7 +454,30 @@ def _converter_view(hf_dir: Path, out_dir: Path, *, reranker: bool = False) -> I
 _CONVERTER_ARCHITECTURES = {
     "Qwen3VLForEmbedding": "Qwen3VLForConditionalGeneration",
     "ColQwen3": "Qwen3VLForConditionalGeneration",
+    "ColQwen3_5": "Qwen3_5ForConditionalGeneration",
 }
+
+
+def _converter_names(keys: Iterable[str]) -> Callable[[str], str]:
+    """How the converter must find a checkpoint's tensors named: colpali-engine saves its ColQwens as the
+    bare ``Qwen3VLModel`` / ``Qwen3_5Model`` (``language_model.*``, ``visual.*`` at the top), where the
+    converter reads a ``*ForConditionalGeneration``'s names (``model.language_model.*``, ``model.visual.*``);
+    any other checkpoint's names stay as they are."""
+    if not any(k.startswith("language_model.") for k in keys):
+        return lambda key: key
+    return lambda key: "model." + key if key.startswith(("language_model.", "visual.")) else key
+
+
+#: the converter's options for a language model of these architectures: Qwen3.5's multi-token-prediction
+#: layers serve speculative decoding, never an embedding, and the converter asserts on a checkpoint without
+#: them (a ColQwen3.5's) unless told to leave them out
+_CONVERTER_FLAGS = {"Qwen3_5ForConditionalGeneration": ("--no-mtp",)}
+
+
+def _language_model_flags(view: Path) -> tuple[str, ...]:
+    """The converter's options for the language model of the checkpoint (as the converter reads it)."""
+    config = json.loads((view / "config.json").read_text(encoding="utf-8"))
+    return tuple(f for a in config.get("architectures") or [] for f in _CONVERTER_FLAGS.get(a, ()))
 
 
 def _converter_config(hf_dir: Path) -> dict[str, object] | None:

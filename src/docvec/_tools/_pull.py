@@ -587,14 +587,14 @@ def _pull_head(
     path = root / commit / HEAD_FILE_NAME
     if not path.is_file():
         try:
-            weight, bias, source = _fetch_head(model, commit, cache_dir, token, advice)
+            weight, bias, source, kind = _fetch_head(model, commit, cache_dir, token, advice)
         except CheckpointError as exc:
             raise ToolError(
                 f"could not build the multi-vector head of {model.name} from https://huggingface.co/{repo} "
                 f"(revision {commit}): {exc}; docvec's registry entry is out of date, {advice.otherwise}."
             ) from None
         try:
-            write_head(path, weight, bias, source=source)
+            write_head(path, weight, bias, source=source, kind=kind)
         except OSError as exc:
             raise ToolError(
                 f"could not write the multi-vector head to {path}: {exc}. Check free disk space and that "
@@ -607,12 +607,12 @@ def _pull_head(
 
 def _fetch_head(
     model: RegistryModel, commit: str, cache_dir: Path | None, token: str | None, advice: _Advice
-) -> tuple[_Array, _Array, str]:
+) -> tuple[_Array, _Array, str, str | None]:
     """Read the base head out of the checkpoint at ``commit`` and merge the adapter's LoRA for it.
 
     The tensors the index lists and the adapter's are sorted as :mod:`docvec._tools._safetensors` sorts a
     local checkpoint's; only the headers and the head's bytes are read. Returns the weight [dim, width], the
-    bias [dim] (float32) and a ``source`` line for the head file.
+    bias [dim] (float32), a ``source`` line for the head file and its kind.
     """
     assert model.head_repo is not None
     repo = model.head_repo
@@ -647,7 +647,7 @@ def _fetch_head(
     elif head.lora is None:
         # the adapter leaves the head alone (it may fine-tune the decoder only): the base head is the head
         source += f"; {adapter} has no LoRA for the head: base head as is"
-    return head.weight, head.bias, source
+    return head.weight, head.bias, source, head.kind
 
 
 def _open_adapter(

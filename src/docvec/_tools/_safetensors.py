@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import CheckpointError, TaskNotFoundError
+from .._model._head import COLPALI
 
 __all__ = [
     "MAX_HEADER",
@@ -250,9 +251,12 @@ def _decode(info: TensorInfo, data: bytes, key: str, name: str) -> _F64:
     return values.astype(np.float64).reshape(info.shape)
 
 
-def copy_without(header: Header, out: Path, drop: set[str]) -> bool:
-    """Write the file of ``header`` without the tensors ``drop`` to ``out``, one chunk of at most 64 MiB in
-    memory at a time; False (and no file) when no tensor is left."""
+def copy_without(
+    header: Header, out: Path, drop: set[str], rename: Callable[[str], str] = lambda key: key
+) -> bool:
+    """Write the file of ``header`` without the tensors ``drop`` to ``out``, each kept one under the name
+    ``rename`` gives it, one chunk of at most 64 MiB in memory at a time; False (and no file) when no tensor
+    is left."""
     kept = sorted(
         ((k, t) for k, t in header.tensors.items() if k not in drop), key=lambda kt: (kt[1].begin, kt[1].end)
     )
@@ -261,7 +265,7 @@ def copy_without(header: Header, out: Path, drop: set[str]) -> bool:
     entries: dict[str, Any] = {"__metadata__": header.metadata} if header.metadata else {}
     offset = 0
     for key, t in kept:
-        entries[key] = {
+        entries[rename(key)] = {
             "dtype": t.dtype,
             "shape": list(t.shape),
             "data_offsets": [offset, offset + t.end - t.begin],
@@ -501,6 +505,12 @@ class MergedHead:
     lora: Lora | None = None
     scale: LoraScale | None = None
     config: str | None = None
+
+    @property
+    def kind(self) -> str | None:
+        """The head file's kind (:data:`docvec._model._head.COLPALI` for colpali-engine's
+        ``custom_text_proj``), or ``None`` for jina-embeddings-v4's ``multi_vector_projector``."""
+        return COLPALI if "custom_text_proj" in self.base.key.split(".") else None
 
     def describe(self, show: Callable[[str], str] = str) -> str:
         """What it was made from, in a line (``show``: how to name a file in it)."""

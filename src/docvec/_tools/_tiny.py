@@ -4,7 +4,9 @@ the multi-vector head, ``multivector-head.gguf``, beside them for the architectu
 One per family docvec supports (:data:`docvec._model._registry.TINY_ARCHES`): ``qwen2.5-vl``, the default,
 stands in for jina-embeddings-v4; ``qwen3-vl`` for Qwen3-VL-Embedding; ``qwen3-vl-reranker`` for
 Qwen3-VL-Reranker (the same random Qwen3-VL, converted as a reranker: its head's ``yes`` and ``no`` rows
-become the GGUF's classifier)."""
+become the GGUF's classifier); ``colqwen3`` for the ColQwen3 retrievers (Qwen3-VL and colpali-engine's
+``custom_text_proj``, exported to the head file); ``colqwen3.5`` for the VultronRetriever models (Qwen3.5,
+its linear-attention layers included, and the same head)."""
 
 from __future__ import annotations
 
@@ -27,8 +29,8 @@ def build_tiny_model(
     out_dir: Path, *, cache_dir: Path, seed: int = 0, outtype: OutType = "f16", arch: str = TINY_ARCH
 ) -> ModelFiles:
     """Build (or reuse) the tiny random-weight model of ``arch`` under ``out_dir``: ``hf/`` plus two GGUFs,
-    and for ``qwen2.5-vl`` the multi-vector head (``multivector-head.gguf``, exported from the checkpoint by
-    the conversion).
+    and for ``qwen2.5-vl`` and the ColQwens the multi-vector head (``multivector-head.gguf``, exported from
+    the checkpoint by the conversion).
 
     Reused when ``out_dir`` already holds a build with the same seed, type and architecture, so the demo
     and the tests pay for it once. An unknown ``arch`` is a :class:`~docvec.ModelNotFoundError`.
@@ -37,8 +39,9 @@ def build_tiny_model(
     base, has_head = tiny_arch(arch)
     try:
         from ._tiny_checkpoint import CheckpointGeometry, build_checkpoint
-        from ._tiny_qwen3vl import Qwen3VLGeometry
+        from ._tiny_qwen3vl import ColQwen3Geometry, Qwen3VLGeometry
         from ._tiny_qwen25vl import Qwen25VLGeometry
+        from ._tiny_qwen35 import ColQwen35Geometry
     except ImportError as e:
         raise ToolError(
             f"building the test model needs PyTorch and transformers ({e.name} is missing): "
@@ -57,6 +60,8 @@ def build_tiny_model(
         "qwen2.5-vl": Qwen25VLGeometry.tiny(),
         "qwen3-vl": Qwen3VLGeometry.tiny(),
         "qwen3-vl-reranker": Qwen3VLGeometry.tiny(),
+        "colqwen3": ColQwen3Geometry.tiny(),
+        "colqwen3.5": ColQwen35Geometry.tiny(),
     }
     hf = out_dir / "hf"
     build_checkpoint(hf, source.qwen2_vocab, geometries[arch], seed=seed, cache_dir=cache_dir / "tokenizers")

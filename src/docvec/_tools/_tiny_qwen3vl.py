@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .._errors import ConfigError
-from .._model._profiles import QWEN3_VL_EMBEDDING
+from .._model._profiles import COLQWEN3, QWEN3_VL_EMBEDDING
 from ._qwen_tokenizer import ID_ENDOFTEXT, ID_IM_END, QWEN3VL_ADDED_TOKENS, VOCAB_SIZE
 from ._random_weights import TensorSpec, tensor_specs
 
@@ -222,6 +222,12 @@ class ColQwen3Geometry(Qwen3VLGeometry):
     def hf_config(self, dtype: str = "float32") -> dict[str, Any]:
         """:class:`Qwen3VLGeometry`'s config, naming ``ColQwen3``."""
         return super().hf_config(dtype) | {"architectures": ["ColQwen3"]}
+
+    def preprocessor_config(self) -> dict[str, Any]:
+        """Qwen3-VL's processor with the pixel bounds of docvec's ColQwen3 profile (a ColQwen3 checkpoint
+        keeps Qwen3-VL's processor; its card's token budget is the profile's ``max_pixels``)."""
+        low, high = COLQWEN3.min_pixels, COLQWEN3.max_pixels
+        return super().preprocessor_config() | {"size": {"longest_edge": high, "shortest_edge": low}}
 
     def stored_tensors(self, config: Any) -> list[TensorSpec]:
         """Qwen3-VL's tensors and the head's."""
