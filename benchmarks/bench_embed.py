@@ -5,6 +5,8 @@
                                                 # Qwen2.5-VL-3B (7.5 GB) and Qwen3-VL-Embedding-2B's
                                                 # Qwen3-VL-2B (4.3 GB), built and converted once, cached
     python benchmarks/bench_embed.py --family qwen3-vl   # one family only
+    python benchmarks/bench_embed.py --full --family colqwen3.5   # VultronRetriever Flash's geometry
+                                                # (Qwen3.5-0.8B, 1.7 GB) against colpali-engine's ColQwen3_5
 
 One table per family. Every engine runs in its own process, one after the other in this run, on the same
 weights and thread count: seconds per query and per page image (three sizes, split into vision encoder and
@@ -38,7 +40,13 @@ QUERIES = [
 #: Qwen3-VL-Embedding's default page budget (1,024 tokens of 32x32 pixels)
 IMAGES = [("square-448", 448, 448), ("slide-896x504", 896, 504), ("a4-page-1240x1754", 1240, 1754)]
 #: the families benchmarked: the tiny and the full geometry's cache folder under <cache>/models
-FAMILIES = {"jina-v4": ("bench-tiny", "bench-3b"), "qwen3-vl": ("bench-qwen3vl-tiny", "bench-qwen3vl-2b")}
+FAMILIES = {
+    "jina-v4": ("bench-tiny", "bench-3b"),
+    "qwen3-vl": ("bench-qwen3vl-tiny", "bench-qwen3vl-2b"),
+    "colqwen3.5": ("bench-colqwen35-tiny", "bench-colqwen35-flash"),
+}
+#: the geometry each family's --full run builds, by name
+GEOMETRIES = {"jina-v4": "Qwen2.5-VL-3B", "qwen3-vl": "Qwen3-VL-2B", "colqwen3.5": "VultronRetriever Flash"}
 
 
 def _page(w: int, h: int) -> Any:
@@ -73,12 +81,15 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         settings = EmbedSettings(
             threads=threads, flash_attention=spec.get("flash_attention"), max_pixels=spec.get("max_pixels")
         )
-        emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"])), settings)
+        head = Path(spec["head"]) if spec.get("head") else None
+        emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"]), head), settings)
         out["load_s"] = time.perf_counter() - t0
         _time_queries(emb, out)
         for name, w, h in IMAGES:
             st = emb.image_states(_page(w, h))
-            if st.span is None:  # last-token pooling
+            if emb.profile.late_interaction:  # its vector: the mean of its token vectors (after the timing)
+                pooled = emb.embed_images([_page(w, h)])[0]
+            elif st.span is None:  # last-token pooling
                 pooled = st.states[-1]
             else:
                 a, b = st.span
@@ -98,9 +109,10 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         for name, w, h in IMAGES:
             img = _page(w, h)
             pixel_values, grid = pixels(img)
+            model = ref.ref._model if isinstance(ref, _ColPali) else ref._model
             with torch.inference_mode():
                 t = time.perf_counter()
-                ref._model.get_image_features(pixel_values=pixel_values.to(dtype), image_grid_thw=grid)
+                model.get_image_features(pixel_values=pixel_values.to(dtype), image_grid_thw=grid)
                 vision = time.perf_counter() - t
             t = time.perf_counter()
             states, pooled = pooled_states(img)
@@ -134,6 +146,10 @@ def _torch_reference(spec: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
     hf, threads = Path(spec["hf"]), spec["threads"]
+    if spec["family"] == "colqwen3.5":
+        from docvec._model._profiles import COLQWEN3_5
+
+        return _colpali(hf, dtype, threads, COLQWEN3_5.page_pixels)
     if spec["family"] == "qwen3-vl":
         from docvec._model._profiles import QWEN3_VL_EMBEDDING
         from docvec_reference.qwen3vl import Qwen3VLReference
@@ -161,6 +177,45 @@ def _torch_reference(spec: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
     return ref, dtype, ref._pixels, mean_states
 
 
+class _ColPali:
+    """colpali-engine's model (docvec_reference.colqwen) with the embedding methods the timings call: each
+    input's token vectors, and their mean as its vector (docvec's single vector of a late-interaction
+    model)."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def embed_queries(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        return np.stack([self.ref.query(t)[0].mean(0) for t in texts])
+
+    def embed_images(self, images: list[Any]) -> Any:
+        import numpy as np
+
+        return np.stack([self.ref.page(img)[0].mean(0) for img in images])
+
+
+def _colpali(hf: Path, dtype: Any, threads: int, max_pixels: int) -> tuple[Any, Any, Any, Any]:
+    """colpali-engine's ColQwen on ``hf`` at docvec's page budget, as :func:`_torch_reference` returns it."""
+    import torch
+
+    from docvec_reference.colqwen import ColQwenReference
+
+    ref = ColQwenReference(hf, dtype=dtype, threads=threads, max_pixels=max_pixels)
+
+    def pixels(img: Any) -> tuple[Any, Any]:
+        batch = ref._processor(images=[img.convert("RGB")], return_tensors="pt")
+        return batch["pixel_values"], batch["image_grid_thw"]
+
+    def states(img: Any) -> tuple[Any, Any]:
+        vectors = ref.page(img)[0]
+        return vectors, vectors.mean(0)
+
+    del torch
+    return _ColPali(ref), dtype, pixels, states
+
+
 def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, __file__, "--child", json.dumps(spec)],
@@ -182,6 +237,7 @@ def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple
     from docvec._tools._tiny_checkpoint import CheckpointGeometry, build_checkpoint
     from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry
     from docvec._tools._tiny_qwen25vl import Qwen25VLGeometry
+    from docvec._tools._tiny_qwen35 import ColQwen35Geometry
     from docvec._tools._toolchain import LlamaCppSource
 
     src = LlamaCppSource.in_cache(cache)
@@ -197,6 +253,7 @@ def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple
         geometries: dict[str, tuple[CheckpointGeometry, CheckpointGeometry]] = {
             "jina-v4": (Qwen25VLGeometry.tiny(), Qwen25VLGeometry.qwen25vl_3b()),
             "qwen3-vl": (Qwen3VLGeometry.tiny(), Qwen3VLGeometry.qwen3vl_2b()),
+            "colqwen3.5": (ColQwen35Geometry.tiny(), ColQwen35Geometry.flash()),
         }
         geometry = geometries[family][int(full)]
         build_checkpoint(
@@ -246,7 +303,7 @@ def _cos(a: list[float], b: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="the real geometries (random weights)")
-    ap.add_argument("--family", choices=list(FAMILIES), help="one family only (default: both)")
+    ap.add_argument("--family", choices=list(FAMILIES), help="one family only (default: all)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip-fp32", action="store_true", help="skip torch fp32 (needs ~22 GB at full size)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -265,8 +322,12 @@ def main() -> None:
 def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
     hf, ggufs = _models(family, args.full, cache)
     engines: dict[str, dict[str, Any]] = {}
+    # a late-interaction model's head, exported beside the F16 conversion; every docvec engine uses it
+    head = hf.parent / "f16" / "multivector-head.gguf"
     for name, (lm, mm) in ggufs.items():
         engines[name] = {"engine": "docvec", "lm": str(lm), "mmproj": str(mm), "threads": args.threads}
+        if head.is_file():
+            engines[name]["head"] = str(head)
     if family == "qwen3-vl":
         # the profile's default is flash attention off (parity); what turning it on would save
         lm, mm = ggufs["docvec BF16"] if "docvec BF16" in ggufs else ggufs["docvec F16"]
@@ -298,7 +359,7 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
         results[name] = _run_engine(spec)
 
     default = "docvec BF16" if "docvec BF16" in ggufs else "docvec F16"
-    geometry = {"jina-v4": "Qwen2.5-VL-3B", "qwen3-vl": "Qwen3-VL-2B"}[family] if args.full else "tiny"
+    geometry = GEOMETRIES[family] if args.full else "tiny"
     print(
         f"\n{family}, {geometry} geometry, {args.threads} threads; seconds (median of "
         f"{len(QUERIES)} queries; one run per image), peak RSS; x = time relative to {default}\n"

@@ -20,6 +20,9 @@ Prints p50/p95 of the two parts of a query apart:
   same pages, and the same hybrid search done in numpy (float32 in RAM: the dense top N, then their MaxSim);
   recall@10 of multi and hybrid against numpy's exhaustive MaxSim; bytes per page on disk and in RAM;
   with and without token pooling (2 tokens to 1);
+- late-interaction collections (``--late-sizes``, 1k and 10k pages by default): the same measurements for a
+  ColQwen's geometry (VultronRetriever, tomoro-colqwen3: 1,035 tokens of 320 a page, 20 a query), whose page
+  vector is the mean of its tokens, the first stage docvec gives a model without a single vector of its own;
 - the text layer (``--text-sizes``, 1k, 10k and 100k pages by default; empty: none): p50/p95 of the keyword
   (``text``) search beside bm25s on the same terms (docvec's Analyzer: the floor is the scoring engine),
   and of the fused search (dense + text) beside the dense search alone, on synthetic pages of 300-500
@@ -50,6 +53,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -228,9 +232,27 @@ def bench_store(sizes: list[int], n_queries: int, *, data_kind: str = "random") 
             shutil.rmtree(root, ignore_errors=True)
 
 
-TOKEN_DIM = 128
-PAGE_TOKENS = 790
-QUERY_TOKENS = 12
+@dataclass(frozen=True)
+class TokenGeometry:
+    """What a multi-vector run stores: token vectors of a width, so many a page and a query, and the page's
+    single vector: a model's own (``mixed``: DIM wide, agreeing with its tokens, as jina-embeddings-v4's
+    mean-pooled one does) or the mean of its tokens (``mean``: a late-interaction model's, which has no single
+    vector of its own: docvec's first stage for it)."""
+
+    name: str
+    token_dim: int
+    page_tokens: int
+    query_tokens: int
+    dense: str
+    pools: tuple[int, ...]
+
+
+#: jina-embeddings-v4 at its page budget: 768 image tokens and the prompt's, 128 wide; 12 a query
+JINA = TokenGeometry("jina-embeddings-v4", 128, 790, 12, "mixed", (1, 2))
+#: a ColQwen (VultronRetriever, tomoro-colqwen3) at docvec's page budget: 1,024 image tokens and the page
+#: prompt's 11, 320 wide; a query of about ten words and the ten augmentation tokens. Unpooled only: at 10k
+#: pages its float32 floor alone is 13 GB
+COLQWEN = TokenGeometry("ColQwen3/3.5 (late interaction)", 320, 1035, 20, "mean", (1,))
 
 
 def _tokens_like_pages(
@@ -238,14 +260,19 @@ def _tokens_like_pages(
 ) -> npt.NDArray[np.float32]:
     """``n`` sets of ``count`` unit token vectors: each set is about ``topics`` subjects (directions in the
     span of a shared low-dimensional ``basis``), each token about one of them, plus noise. Pages about the
-    same subjects resemble each other, and a query is about a subject or two."""
-    subjects = rng.standard_normal((n, topics, basis.shape[0])).astype(np.float32) @ basis
-    subjects /= np.linalg.norm(subjects, axis=2, keepdims=True)
-    pick = rng.integers(0, topics, size=(n, count))
-    v = np.take_along_axis(subjects, pick[:, :, None], axis=1)
-    v = v + 0.08 * rng.standard_normal((n, count, TOKEN_DIM)).astype(np.float32)
-    v /= np.linalg.norm(v, axis=2, keepdims=True)
-    return v.astype(np.float32)
+    same subjects resemble each other, and a query is about a subject or two. Made 256 sets at a time (the
+    noise of all at once would double the memory)."""
+    out = np.empty((n, count, basis.shape[1]), np.float32)
+    for start in range(0, n, 256):
+        m = min(256, n - start)
+        subjects = rng.standard_normal((m, topics, basis.shape[0])).astype(np.float32) @ basis
+        subjects /= np.linalg.norm(subjects, axis=2, keepdims=True)
+        pick = rng.integers(0, topics, size=(m, count))
+        v = np.take_along_axis(subjects, pick[:, :, None], axis=1)
+        v = v + 0.08 * rng.standard_normal((m, count, basis.shape[1])).astype(np.float32)
+        v /= np.linalg.norm(v, axis=2, keepdims=True)
+        out[start : start + m] = v
+    return out
 
 
 def _maxsim_top(
@@ -279,26 +306,33 @@ def _folder_bytes(root: Path) -> int:
     return sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
 
 
-def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
+def bench_multivector(
+    sizes: list[int], n_queries: int, prefetch: int, geometry: TokenGeometry = JINA
+) -> None:
     import psutil
 
     from docvec._model._head import pool_tokens
     from docvec._store import Dense, Hybrid, MaxSim, Point, open_store, point_id
 
+    g = geometry
     rng = np.random.default_rng(1)
-    basis = rng.standard_normal((32, TOKEN_DIM)).astype(np.float32) / np.sqrt(32)
-    mixing = rng.standard_normal((TOKEN_DIM, DIM)).astype(np.float32) / np.sqrt(TOKEN_DIM)
+    basis = rng.standard_normal((32, g.token_dim)).astype(np.float32) / np.sqrt(32)
+    mixing = rng.standard_normal((g.token_dim, DIM)).astype(np.float32) / np.sqrt(g.token_dim)
+    dim = DIM if g.dense == "mixed" else g.token_dim
 
     def dense(tokens: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        # a page's dense vector that agrees with its tokens (as a model's mean-pooled one does)
-        v = tokens.mean(axis=-2) @ mixing
+        v = tokens.mean(axis=-2)
+        if g.dense == "mixed":  # a page's own single vector that agrees with its tokens
+            v = v @ mixing
         return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
 
-    queries = _tokens_like_pages(rng, n_queries, QUERY_TOKENS, basis, topics=1)
+    queries = _tokens_like_pages(rng, n_queries, g.query_tokens, basis, topics=1)
     qdense = dense(queries)
     print(
-        f"\nmulti-vector search, top {K}, {PAGE_TOKENS} x {TOKEN_DIM}-d tokens a page (low-rank), "
-        f"{QUERY_TOKENS} a query, {n_queries} queries, hybrid prefetch {prefetch}"
+        f"\nmulti-vector search, {g.name}: top {K}, {g.page_tokens} x {g.token_dim}-d tokens a page "
+        f"(low-rank), {g.query_tokens} a query, page vector "
+        f"{'its own' if g.dense == 'mixed' else 'the mean of its tokens'} ({dim}-d), {n_queries} queries, "
+        f"hybrid prefetch {prefetch}"
     )
     print(
         f"{'pages':>6} {'pool':>4} {'dense p50':>10} {'multi p50':>10} {'hybrid p50':>11} {'numpy p50':>10} "
@@ -306,20 +340,22 @@ def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
         f"{'hybrid recall':>13} {'disk/page':>10} {'RAM/page':>9}"
     )
     for n in sizes:
-        pages = _tokens_like_pages(rng, n, PAGE_TOKENS, basis, topics=3)
+        pages = _tokens_like_pages(rng, n, g.page_tokens, basis, topics=3)
         pdense = dense(pages)
-        for pool in (1, 2):
+        for pool in g.pools:
             stored = pages if pool == 1 else np.stack([pool_tokens(p, pool) for p in pages])
+            if g.dense == "mean":  # docvec's page vector of such a model: the mean of what it stores
+                pdense = dense(stored)
             root = Path(tempfile.mkdtemp(prefix="docvec-bench-multi-"))
             proc = psutil.Process()
             try:
                 before = proc.memory_info().rss
                 with open_store(path=root) as store:
-                    store.ensure_collection("bench", DIM, tokens=TOKEN_DIM)
-                    for start in range(0, n, 200):
+                    store.ensure_collection("bench", dim, tokens=g.token_dim)
+                    for start in range(0, n, 100):
                         chunk = [
                             Point(point_id("bench", i), pdense[i], {"doc_id": f"d{i}"}, stored[i])
-                            for i in range(start, min(start + 200, n))
+                            for i in range(start, min(start + 100, n))
                         ]
                         store.upsert("bench", chunk)
                     store.optimize("bench")
@@ -352,8 +388,10 @@ def bench_multivector(sizes: list[int], n_queries: int, prefetch: int) -> None:
             print(
                 f"{n:>6} {pool:>4} {d50:>8.2f}ms {m50:>8.2f}ms {h50:>9.2f}ms {n50:>8.2f}ms {nh50:>8.2f}ms "
                 f"{m50 / n50:>10.2f}x {h50 / d50:>11.2f}x {h50 / nh50:>8.2f}x {np.mean(found_multi):>12.3f} "
-                f"{np.mean(found):>13.3f} {disk / n / 1024:>8.1f}KB {ram / n / 1024:>7.1f}KB"
+                f"{np.mean(found):>13.3f} {disk / n / 1024:>8.1f}KB {ram / n / 1024:>7.1f}KB",
+                flush=True,
             )
+        del pages
     print(
         "targets: hybrid at 10k pages within 3x the dense search, hybrid recall@10 >= 0.95, multi within 2x "
         "numpy (RAM/page: this process's RSS growth while the store is open, a lower bound for a cold cache; "
@@ -682,6 +720,11 @@ def main() -> None:
     ap.add_argument(
         "--multi-sizes", default="1000,10000", help="pages of the multi-vector runs (empty: none)"
     )
+    ap.add_argument(
+        "--late-sizes",
+        default="1000,10000",
+        help="pages of the late-interaction (ColQwen geometry) runs (empty: none)",
+    )
     ap.add_argument("--multi-queries", type=int, default=20, help="queries timed per multi-vector run")
     ap.add_argument("--prefetch", type=int, default=100, help="hybrid: pages the dense vector finds")
     ap.add_argument(
@@ -703,6 +746,10 @@ def main() -> None:
     if args.multi_sizes:
         bench_multivector(
             sorted(int(x) for x in args.multi_sizes.split(",")), args.multi_queries, args.prefetch
+        )
+    if args.late_sizes:
+        bench_multivector(
+            sorted(int(x) for x in args.late_sizes.split(",")), args.multi_queries, args.prefetch, COLQWEN
         )
     if args.text_sizes:
         bench_text(sorted(int(x) for x in args.text_sizes.split(",")), args.queries, args.bm25s_backend)

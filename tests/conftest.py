@@ -229,20 +229,21 @@ def reranker(reranker_dir: Path) -> Iterator[Reranker]:
 
 
 @pytest.fixture(scope="session")
-def colqwen3_dir(
-    tmp_path_factory: pytest.TempPathFactory, cache_dir: Path, llama_source: LlamaCppSource
-) -> Path:
-    """A tiny random-weight ColQwen3 as colpali-engine saves one (Qwen3-VL's weights and its
-    ``custom_text_proj`` head, the config naming ``ColQwen3``) in hf/, converted as `docvec models convert`
-    converts it: F16 GGUFs and the head's file."""
-    from docvec._tools._tiny_checkpoint import build_checkpoint
-    from docvec._tools._tiny_qwen3vl import ColQwen3Geometry
-
+def colqwen3_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
+    """The tiny random-weight ColQwen3 as `docvec models tiny --arch colqwen3` builds it: a checkpoint as
+    colpali-engine saves one (Qwen3-VL's weights and its ``custom_text_proj`` head, the config naming
+    ``ColQwen3``) in hf/, converted as `docvec models convert` converts it: F16 GGUFs and the head's file."""
     out = tmp_path_factory.mktemp("tiny-colqwen3")
-    hf = build_checkpoint(
-        out / "hf", llama_source.qwen2_vocab, ColQwen3Geometry.tiny(), cache_dir=cache_dir / "tokenizers"
-    )
-    convert_checkpoint(hf, out, source=llama_source, name="tiny-colqwen3", outtype="f16")
+    build_tiny_model(out, cache_dir=cache_dir, outtype="f16", arch="colqwen3")
+    return out
+
+
+@pytest.fixture(scope="session")
+def colqwen35_dir(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Path:
+    """The tiny random-weight ColQwen3.5 as `docvec models tiny --arch colqwen3.5` builds it: Qwen3.5 (its
+    linear-attention layers included) with colpali-engine's head, saved as colpali-engine saves one."""
+    out = tmp_path_factory.mktemp("tiny-colqwen35")
+    build_tiny_model(out, cache_dir=cache_dir, outtype="f16", arch="colqwen3.5")
     return out
 
 

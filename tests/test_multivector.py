@@ -201,3 +201,55 @@ def test_a_family_without_a_head_is_refused_a_multi_vector_collection(
             index.reindex(ReindexSpec(multivector=True))
         assert [(v.version, v.live) for v in index.versions()] == [("docvec.v1", True)]
         assert [h.page for h in index.search("a smiling face", 3)] == [1]
+
+
+#: a ColQwen3's smallest page budget (its processor's least image: 64 tokens of 32x32 pixels)
+SMALLEST = 64 * 32 * 32
+
+
+def test_a_late_interaction_model_keeps_its_tokens_and_its_prefetch_covers_exact_maxsim(
+    tmp_path: Path, folder: Path, tiny_dir: Path, colqwen3_dir: Path
+) -> None:
+    # a ColQwen3 gives token vectors only: its collections keep them unasked, and its single vector is their
+    # mean, the first stage the hybrid search reranks by MaxSim
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        model=str(colqwen3_dir),
+        embed=EmbedSettings(max_pixels=SMALLEST, threads=2),
+    )
+    with Index.open(settings) as index:
+        assert index.embedder.profile.name == "colqwen3" and not settings.multivector
+        report = index.add([folder])
+        assert report.ok
+        version = index._store.live("docvec")
+        assert version is not None and index._store.token_dim(version) == 320
+        points = list(index._store.scroll(version, with_vectors=True))
+        for p in points:  # the page vector is the mean of its tokens, re-normalised
+            assert p.tokens is not None
+            mean = p.tokens.astype(np.float64).mean(axis=0)
+            np.testing.assert_allclose(p.vector, mean / np.linalg.norm(mean), atol=2e-3)
+        assert index.search_mode() == "hybrid+text"
+        query = "the quick brown fox"
+        _, query_tokens = index.embedder.embed_queries_multi([query])
+        exact = sorted(points, key=lambda p: -_maxsim(query_tokens[0], p.tokens))  # type: ignore[arg-type]
+        multi = index.search(query, len(points), mode="multi")
+        assert [(h.doc_id, h.page) for h in multi] == [
+            (p.payload["doc_id"], p.payload["page"]) for p in exact
+        ]
+        # a prefetch that holds the collection answers exactly as MaxSim over every page does
+        hybrid = index.search(query, len(points), mode="hybrid", prefetch=len(points))
+        assert hybrid.hits == multi.hits
+        narrow = index.search(query, 2, mode="hybrid", prefetch=2)
+        dense = index.search(query, 2, mode="dense")
+        assert {(h.doc_id, h.page) for h in narrow} == {(h.doc_id, h.page) for h in dense}
+    # a reindex to another family makes what that family makes: jina-embeddings-v4's single vectors
+    with Index.open(settings) as index:
+        report = index.reindex(ReindexSpec(model=str(tiny_dir), max_pixels=TINY))
+        assert report.switched and report.pages_missing == 0
+    with Index.open(Settings(data_dir=tmp_path / "data", embed=EmbedSettings(threads=2))) as index:
+        assert index.embedder.profile.name == "jina-embeddings-v4"
+        assert index.search_mode() == "dense+text" and len(index.search("a face", 3)) == 3
+        # and back: the ColQwen3's version keeps its tokens again, unasked
+        report = index.reindex(ReindexSpec(model=str(colqwen3_dir), max_pixels=SMALLEST))
+        assert report.switched
+        assert index.search_mode() == "hybrid+text" and len(index.search("a face", 3, mode="multi")) == 3

@@ -1,14 +1,17 @@
-"""ColQwen3 through llama.cpp against colpali-engine's own ``ColQwen3`` on the same weights.
+"""ColQwen3 and ColQwen3.5 through llama.cpp against colpali-engine's own ``ColQwen3`` and ``ColQwen3_5``
+on the same weights.
 
-The tiny ColQwen3 (colpali-engine's layout: Qwen3-VL and its ``custom_text_proj``) is converted with docvec's
-converter, its head exported to the head file; the reference (docvec_reference.colqwen) runs colpali-engine's
-model class with its processor's prompts. docvec's side is the model runtime's token states in the same
-prompts through the exported head: every token a vector. Bar (fp32 reference, F16 GGUF): the same tokens,
-per-token cosine median >= 0.99999 and min >= 0.999, MaxSim within tests/helpers.py's tolerance per query
-token (as for jina-embeddings-v4's head), for five queries and six page shapes, without flash attention and
-with an F16 KV cache. Measured on the Intel AMX machine (December 2026): per-token cosine >= 0.9999994,
-MaxSim within 1.4e-3 for queries of 11 to 34 tokens and 6.6e-2 for one of 1,100 (7.9e-5 a token at most);
-with flash attention (F32 GGUFs, 64-token pages) 3.2e-3 for short queries.
+Each tiny model (colpali-engine's layout: Qwen3-VL or Qwen3.5, and its ``custom_text_proj``) is converted with
+docvec's converter, its head exported to the head file; the reference (docvec_reference.colqwen) runs colpali-
+engine's model class with its processor's prompts. docvec's side is the embedder's token vectors in the
+family's profile (its prompts, written apart from the reference's): every token a vector. Bar (fp32 reference,
+F16 GGUFs, the profile's defaults: no flash attention, F16 KV cache): the same tokens, per-token cosine median
+>= 0.99999 and min >= 0.999, MaxSim within tests/helpers.py's tolerance per query token (as for jina-
+embeddings-v4's head), for five queries and six page shapes. Measured on the Intel AMX machine (December
+2026), per-token cosine min / MaxSim per query token: ColQwen3 0.9999995 / 6.9e-5, ColQwen3.5 0.99934 / 1.4e-4
+(0.9980 for ColQwen3.5's image tokens before llama.cpp patch 0007: ggml's CPU GELU read from an F16 table).
+MaxSim whole, queries of 11 to 34 tokens: within 1.7e-3 (ColQwen3) and 4.9e-3 (ColQwen3.5); with flash
+attention (ColQwen3, F32 GGUFs, 64-token pages) 3.2e-3.
 """
 
 from __future__ import annotations
@@ -20,18 +23,33 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from docvec import Embedder, EmbedSettings, ModelFiles
-from docvec._model._head import MultiVectorHead, read_head
-from docvec._model._profiles import QWEN3_VL_EMBEDDING
-from docvec_reference.colqwen import PAGE_PROMPT, QUERY_AUGMENTATION, ColQwen3Reference, maxsim
+from docvec import Embedder, EmbedSettings
+from docvec._model._profiles import COLQWEN3, COLQWEN3_5, ModelProfile
+from docvec._model._registry import find_tiny_model
+from docvec_reference.colqwen import ColQwenReference, maxsim
 
 from .helpers import MAXSIM_TOLERANCE, SHAPES, TEXTS, report, shape_image
 
 MEDIAN_BAR = 0.99999
 MIN_BAR = 0.999
 IMAGE_PAD = 151655
-QUERY = "{text}" + QUERY_AUGMENTATION
-PAGE = PAGE_PROMPT.replace("<|vision_start|><|image_pad|><|vision_end|>", "{marker}")
+#: the size of both families' token vectors (colpali-engine's ColQwen3.dim; the VultronRetriever configs' dim)
+DIM = 320
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's tiny model (its arch, the conftest fixture that builds it) and profile."""
+
+    arch: str
+    fixture: str
+    profile: ModelProfile
+
+
+FAMILIES = {
+    "colqwen3": Family("colqwen3", "colqwen3_dir", COLQWEN3),
+    "colqwen3.5": Family("colqwen3.5", "colqwen35_dir", COLQWEN3_5),
+}
 
 
 @dataclass(frozen=True)
@@ -46,80 +64,98 @@ class Pair:
     want: np.ndarray
 
 
-@pytest.fixture(scope="module")
-def reference(colqwen3_dir: Path) -> ColQwen3Reference:
-    """colpali-engine's ColQwen3 on the checkpoint, fp32, its pixel bounds the checkpoint's."""
-    return ColQwen3Reference(colqwen3_dir / "hf", threads=2)
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request: pytest.FixtureRequest) -> Family:
+    return FAMILIES[request.param]
 
 
 @pytest.fixture(scope="module")
-def ours(colqwen3_dir: Path) -> Iterator[tuple[Embedder, MultiVectorHead]]:
-    """docvec's model runtime on the converted files, and the exported head."""
-    files = ModelFiles(
-        next(colqwen3_dir.glob("tiny-colqwen3-*.gguf")),
-        next(colqwen3_dir.glob("mmproj-*.gguf")),
-        colqwen3_dir / "multivector-head.gguf",
-    )
-    assert files.head is not None and files.head.is_file()  # the conversion exported custom_text_proj
-    settings = EmbedSettings(
-        threads=2, max_pixels=QWEN3_VL_EMBEDDING.max_pixels, flash_attention=False, kv_cache="f16"
-    )
-    emb = Embedder(files, settings)
-    yield emb, read_head(files.head, width=emb.hidden_size)
+def model_dir(family: Family, request: pytest.FixtureRequest) -> Path:
+    """The family's tiny model (conftest's session fixture of it, built when a test first needs it)."""
+    return Path(request.getfixturevalue(family.fixture))
+
+
+@pytest.fixture(scope="module")
+def reference(model_dir: Path) -> ColQwenReference:
+    """colpali-engine's model class on the checkpoint, fp32, its pixel bounds the checkpoint's."""
+    return ColQwenReference(model_dir / "hf", threads=2)
+
+
+@pytest.fixture(scope="module")
+def ours(family: Family, model_dir: Path) -> Iterator[Embedder]:
+    """docvec's embedder on the converted files: the head's kind makes it the family's profile."""
+    files = find_tiny_model(model_dir, arch=family.arch)
+    assert files is not None and files.head is not None  # the conversion exported custom_text_proj
+    emb = Embedder(files, EmbedSettings(threads=2, max_pixels=family.profile.max_pixels))
+    assert emb.profile is family.profile and emb.head_dim == DIM
+    # the parity bar's settings are the profile's defaults
+    assert (emb.flash_attention, emb.kv_cache) == (False, "f16")
+    yield emb
     emb.close()
 
 
 @pytest.fixture(scope="module")
-def queries(ours: tuple[Embedder, MultiVectorHead], reference: ColQwen3Reference) -> list[Pair]:
-    emb, head = ours
+def queries(ours: Embedder, reference: ColQwenReference) -> list[Pair]:
     pairs = []
     for text in TEXTS:
         want, want_ids = reference.query(text)
-        states = emb.prompt_states(QUERY, text)
-        pairs.append(Pair(text, states.token_ids.tolist(), want_ids, head(states.states), want))
+        ids = ours.prompt_states(ours.profile.query_template, text).token_ids.tolist()
+        pairs.append(Pair(text, ids, want_ids, ours.embed_queries_multi([text])[1][0], want))
     return pairs
 
 
 @pytest.fixture(scope="module")
-def pages(ours: tuple[Embedder, MultiVectorHead], reference: ColQwen3Reference) -> list[Pair]:
-    emb, head = ours
+def pages(ours: Embedder, reference: ColQwenReference) -> list[Pair]:
     pairs = []
     for name in SHAPES:
         img = shape_image(name)
         want, want_ids, size = reference.page(img)
-        states = emb.image_states(img, template=PAGE)
+        states = ours.image_states(img)
         assert states.size == size, name  # the processor's resize: 32-pixel multiples within its bounds
         ids = [IMAGE_PAD if i < 0 else i for i in states.token_ids.tolist()]
-        pairs.append(Pair(name, ids, want_ids, head(states.states), want))
+        pairs.append(Pair(name, ids, want_ids, ours.embed_images_multi([img])[1][0], want))
     return pairs
 
 
-def _check(kind: str, pairs: list[Pair]) -> None:
+def _check(family: Family, kind: str, pairs: list[Pair]) -> None:
     for p in pairs:
         assert p.ids == p.want_ids, p.name  # the same prompt, the same tokens
         cos = np.sum(p.vectors * p.want, axis=1) / (
             np.linalg.norm(p.vectors, axis=1) * np.linalg.norm(p.want, axis=1)
         )
-        report(f"colqwen3 {kind} {p.name[:24]!r} per-token cosine (min)", float(cos.min()))
+        report(f"{family.arch} {kind} {p.name[:24]!r} per-token cosine (min)", float(cos.min()))
+        report(f"{family.arch} {kind} {p.name[:24]!r} per-token cosine (median)", float(np.median(cos)))
         assert np.median(cos) >= MEDIAN_BAR and cos.min() >= MIN_BAR, (p.name, float(cos.min()))
 
 
-def test_queries_are_every_token_of_colpali_engines_prompt(queries: list[Pair]) -> None:
+def test_queries_are_every_token_of_colpali_engines_prompt(family: Family, queries: list[Pair]) -> None:
     # process_queries: the text, then ten <|endoftext|> read as the control token, each a vector
     assert all(p.want_ids[-10:] == [p.want_ids[-1]] * 10 for p in queries)
-    _check("query", queries)
+    _check(family, "query", queries)
 
 
-def test_pages_are_every_token_of_colpali_engines_prompt(pages: list[Pair]) -> None:
-    _check("page", pages)
+def test_pages_are_every_token_of_colpali_engines_prompt(family: Family, pages: list[Pair]) -> None:
+    _check(family, "page", pages)
 
 
-def test_maxsim(queries: list[Pair], pages: list[Pair]) -> None:
+def test_a_second_input_starts_from_a_clean_state(ours: Embedder, queries: list[Pair]) -> None:
+    # Qwen3.5's linear-attention layers carry a recurrent state: each input starts from none (a page between
+    # two runs of the same query changes nothing), and a page's vectors are the same after any other input
+    page = shape_image("square-448")
+    first = ours.embed_images_multi([page])[1][0]
+    again = ours.embed_queries_multi([queries[0].name])[1][0]
+    np.testing.assert_array_equal(again, queries[0].vectors)
+    np.testing.assert_array_equal(ours.embed_images_multi([page])[1][0], first)
+
+
+def test_maxsim(family: Family, queries: list[Pair], pages: list[Pair]) -> None:
     ours = np.array([[maxsim(q.vectors, p.vectors) for p in pages] for q in queries])
     want = np.array([[maxsim(q.want, p.want) for p in pages] for q in queries])
     per_token = np.abs(ours - want) / np.array([[len(q.ids)] for q in queries])
-    report("colqwen3 MaxSim, largest difference from colpali-engine", float(np.abs(ours - want).max()))
-    report("colqwen3 MaxSim, largest difference per query token", float(per_token.max()))
+    short = np.abs(ours - want)[[len(q.ids) < 100 for q in queries]]
+    report(f"{family.arch} MaxSim, largest difference for queries under 100 tokens", float(short.max()))
+    report(f"{family.arch} MaxSim, largest difference from colpali-engine", float(np.abs(ours - want).max()))
+    report(f"{family.arch} MaxSim, largest difference per query token", float(per_token.max()))
     assert float(per_token.max()) <= MAXSIM_TOLERANCE, (ours, want)
     # the scores measure something: they differ between pages by far more than the tolerance
     assert float(want.std(axis=1).min()) > 10 * MAXSIM_TOLERANCE

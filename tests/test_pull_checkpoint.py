@@ -156,3 +156,44 @@ def test_pull_with_a_q8_0_vision_encoder(
         assert float(q8.embed_images(img)[0] @ ref.embed_images(img)[0]) > 0.999
     with pytest.raises(ModelNotFoundError, match="no vision-encoder type 'Q4_K_M': choose Q8_0"):
         pull(NAME, mmproj="Q4_K_M", cache_dir=hf_cache, docvec_cache_dir=docvec_cache)
+
+
+def test_a_late_interaction_checkpoint_pulls_with_its_head(
+    tmp_path: Path, docvec_cache: Path, colqwen35_dir: Path
+) -> None:
+    # VultronRetriever Flash as colpali-engine saves a ColQwen3_5 (language_model.*, visual.* and
+    # custom_text_proj at the top, config ColQwen3_5 with its dim): converted here, its head exported, the
+    # whole found by name and opened as ColQwen3.5
+    name = "vultron-flash-0.8b"
+    model = registry.REGISTRY[name]
+    assert (model.checkpoint_repo, model.licence_id) == (
+        "vultr/VultronRetrieverFlash-Qwen3.5-0.8B",
+        "Apache-2.0",
+    )
+    hf = colqwen35_dir / "hf"
+    files = {f: (hf / f).read_bytes() for f in (*HF_FILES, "model.safetensors")}
+    assert json.loads(files["config.json"])["architectures"] == ["ColQwen3_5"]
+    cache = tmp_path / "hf-cache"
+    fill_cache(cache, model.lm_repo, files, commit="c" * 40)
+    pulled = pull(name, cache_dir=cache, docvec_cache_dir=docvec_cache, threads=2)
+    assert pulled.head is not None and pulled.head.parent == pulled.language_model.parent
+    assert registry.find_registered(name, cache_dir=docvec_cache) == pulled
+    with Embedder(pulled, EmbedSettings(threads=2)) as emb:
+        assert (emb.profile.name, emb.dim, emb.head_dim) == ("colqwen3.5", 320, 320)
+        single, tokens = emb.embed_queries_multi(["total"])
+        assert tokens[0].shape == (11, 320)  # the text and ten augmentation tokens, each a vector
+        mean = tokens[0].astype(np.float64).mean(axis=0)
+        np.testing.assert_allclose(single[0], mean / np.linalg.norm(mean), atol=1e-6)
+    # what a user chooses by, in one look
+    listed = CliRunner().invoke(
+        app, ["models", "list"], env={"DOCVEC_CACHE_DIR": str(docvec_cache), "COLUMNS": "250"}
+    )
+    row = listed.stdout.split(name)[1].split("vultron-prime-8b")[0]
+    for cell in (
+        "Apache-2.0",
+        "│ 320 ",
+        "1024 tokens (max 1792)",
+        "ViDoRe v3 (nDCG@10, 8 public tasks) 56.49",
+        "Q8_0",
+    ):
+        assert cell in row, (cell, row)
