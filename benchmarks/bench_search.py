@@ -311,7 +311,7 @@ def bench_multivector(
 ) -> None:
     import psutil
 
-    from docvec._model._head import pool_tokens
+    from docvec._model._pooling import pool_tokens
     from docvec._store import Dense, Hybrid, MaxSim, Point, open_store, point_id
 
     g = geometry

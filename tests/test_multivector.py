@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from docvec import EmbedSettings, Index, InputError, ModelError, ReindexSpec, SearchFilter, Settings
 from docvec._store import Filter
 
-from .helpers import TINY, copy_documents, eval_dataset
+from .helpers import TINY, copy_documents, eval_dataset, report
 from .processes import docvec
 
 DOCS = (
@@ -253,3 +253,47 @@ def test_a_late_interaction_model_keeps_its_tokens_and_its_prefetch_covers_exact
         report = index.reindex(ReindexSpec(model=str(colqwen3_dir), max_pixels=SMALLEST))
         assert report.switched
         assert index.search_mode() == "hybrid+text" and len(index.search("a face", 3, mode="multi")) == 3
+
+
+def test_a_late_interaction_collection_pools_its_tokens_as_colpali_engine_does(
+    tmp_path: Path, folder: Path, colqwen3_dir: Path
+) -> None:
+    # DOCVEC_TOKEN_POOL=3 with a ColQwen: colpali-engine's hierarchical pooler (Ward clusters of a page's
+    # tokens, at most a third as many), recorded with the collection; what it costs MaxSim on the tiny pages
+    import torch
+
+    from docvec._model._pooling import pool_tokens
+    from docvec_reference.colqwen import colpali_pooler
+
+    embed = EmbedSettings(max_pixels=SMALLEST, threads=2)
+    settings = Settings(data_dir=tmp_path / "data", model=str(colqwen3_dir), embed=embed, token_pool=3)
+    query = "the quick brown fox"
+    with Index.open(settings) as index:
+        assert index.embedder.profile.token_pooling == "hierarchical"
+        assert index.add([folder]).ok
+        version = index._store.live("docvec")
+        assert version is not None
+        points = list(index._store.scroll(version, with_vectors=True))
+        _, (q,) = index.embedder.embed_queries_multi([query])
+        full_bytes = pooled_bytes = 0
+        differences = []
+        for p in points:
+            assert p.payload["embedding"]["token_pool"] == 3 and p.tokens is not None
+            _, (full,) = index.embedder.embed_images_multi([index.pages.path(p.payload["image"])])
+            want = colpali_pooler().pool_embeddings([torch.from_numpy(full)], pool_factor=3)[0].numpy()
+            np.testing.assert_allclose(pool_tokens(full, 3, "hierarchical"), want, atol=1e-6)
+            np.testing.assert_allclose(p.tokens, want, atol=2e-3)  # stored as float16
+            assert len(p.tokens) <= len(full) // 3
+            full_bytes += full.shape[0] * full.shape[1] * 2
+            pooled_bytes += p.tokens.shape[0] * p.tokens.shape[1] * 2
+            exact = _maxsim(q, full)
+            differences.append(abs(_maxsim(q, p.tokens) - exact) / exact)
+        report("colqwen3 tokens a page, float16 bytes: every token", full_bytes / len(points))
+        report(
+            "colqwen3 tokens a page, float16 bytes: pooled by 3 (hierarchical)", pooled_bytes / len(points)
+        )
+        report(
+            "colqwen3 MaxSim pooled by 3 against every token, largest relative difference", max(differences)
+        )
+        hits = index.search(query, len(points), mode="multi")
+        assert len(hits) == len(points)

@@ -217,8 +217,9 @@ class Settings(BaseSettings):
         False,
         description=(
             "Create new collections (and reindexed versions) multi-vector: besides its dense vector, every "
-            "page keeps one 128-d vector per token (jina-embeddings-v4's multi-vector head), searched by "
-            "late interaction (MaxSim). A collection's kind is recorded with it; unset, later runs follow it."
+            "page keeps one vector per token (jina-embeddings-v4's multi-vector head, 128-d), searched by "
+            "late interaction (MaxSim). A collection's kind is recorded with it; unset, later runs follow it. "
+            "Late-interaction models (ColQwen) always keep them."
         ),
     )
     token_pool: int = Field(
@@ -226,8 +227,10 @@ class Settings(BaseSettings):
         ge=1,
         le=16,
         description=(
-            "Multi-vector collections: store the mean of each run of this many consecutive token vectors "
-            "instead of each one (1: every token; 2 or 3 cut a page's vectors that many times)."
+            "Multi-vector collections: store about this many times fewer token vectors, each the mean of a "
+            "group of a page's tokens (1: every token). The model's own way of grouping: runs of "
+            "consecutive tokens for jina-embeddings-v4, colpali-engine's hierarchical clustering for the "
+            "ColQwen models."
         ),
     )
     text: bool = Field(

@@ -45,6 +45,7 @@ __all__ = [
     "QUERY_AUGMENTATION",
     "ColQwenReference",
     "colpali_model",
+    "colpali_pooler",
     "maxsim",
 ]
 
@@ -73,6 +74,38 @@ def colpali_model(name: str) -> Any:
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return getattr(module, name)
+
+
+def colpali_pooler() -> Any:
+    """colpali-engine's ``HierarchicalTokenPooler``, from its installed files (its module imports its base
+    class through the package, whose ``__init__`` needs torchvision: the package and its subpackages are
+    registered empty first, then both files run as they are)."""
+    import importlib.machinery
+    import sys
+    import types
+
+    # sys.path only: a package registered empty by an earlier call has no spec
+    spec = importlib.machinery.PathFinder.find_spec("colpali_engine")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError("colpali-engine is not installed (`make setup` installs it)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    package = "colpali_engine.compression.token_pooling"
+    for name in ("colpali_engine", "colpali_engine.compression", package):
+        if name not in sys.modules:
+            module = types.ModuleType(name)
+            module.__path__ = [str(root.joinpath(*name.split(".")[1:]))]
+            sys.modules[name] = module
+    loaded = None
+    for stem in ("base_token_pooling", "hierarchical_token_pooling"):
+        path = root / "compression" / "token_pooling" / f"{stem}.py"
+        module_spec = importlib.util.spec_from_file_location(f"{package}.{stem}", path)
+        if module_spec is None or module_spec.loader is None:
+            raise ModelError(f"cannot load {path}")
+        loaded = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = loaded
+        module_spec.loader.exec_module(loaded)
+    assert loaded is not None
+    return loaded.HierarchicalTokenPooler()
 
 
 def maxsim(query: np.ndarray, page: np.ndarray) -> float:

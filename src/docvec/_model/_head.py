@@ -37,7 +37,6 @@ __all__ = [
     "FILE_NAME",
     "KEYS",
     "MultiVectorHead",
-    "pool_tokens",
     "read_head",
     "write_head",
 ]
@@ -81,24 +80,6 @@ class MultiVectorHead:
         out = np.asarray(states, np.float64) @ self.weight.T.astype(np.float64) + self.bias.astype(np.float64)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return np.asarray(out / np.maximum(norms, np.finfo(np.float32).tiny), np.float32)
-
-
-def pool_tokens(tokens: Vectors, factor: int) -> Vectors:
-    """``tokens`` [n, dim] with each run of ``factor`` consecutive vectors replaced by their mean,
-    re-normalised (the last run may be shorter): ``factor`` times fewer vectors to store and score.
-
-    Consecutive tokens of a page are neighbours along a row of the image's token grid (Qwen2.5-VL lists
-    them row by row), so this averages small horizontal strips of the page: the row-mean pooling Qdrant
-    and ColPali users apply, bounded to ``factor`` tokens so that a row keeps its detail.
-    """
-    if factor <= 1:
-        return tokens
-    n = tokens.shape[0]
-    groups = np.arange(n) // factor
-    sums = np.zeros((int(groups[-1]) + 1, tokens.shape[1]), np.float64)
-    np.add.at(sums, groups, tokens.astype(np.float64))
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    return np.asarray(sums / np.maximum(norms, np.finfo(np.float32).tiny), np.float32)
 
 
 def write_head(

@@ -13,6 +13,7 @@ from typing import Literal
 
 from .._config import EmbedSettings
 from .._errors import ConfigError, ModelMismatchError
+from ._pooling import TokenPooling
 
 __all__ = [
     "COLQWEN3",
@@ -104,6 +105,8 @@ class ModelProfile:
     #: of these architectures this profile's and not another's: ColQwen3 is Qwen3-VL with colpali-engine's
     #: head, Qwen3-VL-Embedding the same files without one. ``None``: the profile of the files alone
     head_kind: str | None = None
+    #: how ``DOCVEC_TOKEN_POOL`` groups a page's token vectors (:mod:`docvec._model._pooling`)
+    token_pooling: TokenPooling = "runs"
 
     @property
     def late_interaction(self) -> bool:
@@ -327,6 +330,8 @@ COLQWEN3 = ModelProfile(
     multivector=True,
     published=_COLQWEN3_PUBLISHED,
     head_kind="colpali",
+    # colpali-engine's pooler for its models
+    token_pooling="hierarchical",
 )
 #: Qwen3.5's language model (hybrid linear and full attention); its vision tower is Qwen3-VL's, which the
 #: pinned converter writes as one

@@ -39,7 +39,7 @@ from .._errors import (
     StoreUnavailableError,
 )
 from .._model._embedder import Embedder
-from .._model._head import pool_tokens
+from .._model._pooling import pool_tokens
 from .._model._registry import pull_with_head
 from .._records import IngestFailure, IngestReport, PagePayload, TextIndex
 from .._render._renderer import DocumentInfo, PageFailure, RenderedPage
@@ -379,7 +379,7 @@ class Ingestor:
         if not self.info.multivector:
             return self.embedder.embed_images([page.image])[0], None
         dense, tokens = self.embedder.embed_images_multi([page.image])
-        return dense[0], pool_tokens(tokens[0], self.info.token_pool)
+        return dense[0], pool_tokens(tokens[0], self.info.token_pool, self.embedder.profile.token_pooling)
 
     def _point(
         self,
