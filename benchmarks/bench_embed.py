@@ -233,7 +233,13 @@ def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
-    from docvec._tools._convert import _quantize, _run_converter, convert_checkpoint, cpu_has_bf16
+    from docvec._tools._convert import (
+        _converter_view,
+        _quantize,
+        _run_converter,
+        convert_checkpoint,
+        cpu_has_bf16,
+    )
     from docvec._tools._tiny_checkpoint import CheckpointGeometry, build_checkpoint
     from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry
     from docvec._tools._tiny_qwen25vl import Qwen25VLGeometry
@@ -287,7 +293,8 @@ def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple
     if not mm8.is_file():
         print("converting the vision encoder to Q8_0 (once) ...", flush=True)
         mm8.parent.mkdir(exist_ok=True)
-        _run_converter(src, hf, mm8, "q8_0", mmproj=True)
+        with _converter_view(hf, mm8.parent) as view:  # the checkpoint as the converter reads it
+            _run_converter(src, view, mm8, "q8_0", mmproj=True)
     main_lm = out["docvec BF16"][0] if "docvec BF16" in out else lm16
     out["docvec Q8_0 mmproj"] = (main_lm, mm8)
     return hf, out

@@ -242,6 +242,19 @@ def test_a_late_interaction_model_keeps_its_tokens_and_its_prefetch_covers_exact
         narrow = index.search(query, 2, mode="hybrid", prefetch=2)
         dense = index.search(query, 2, mode="dense")
         assert {(h.doc_id, h.page) for h in narrow} == {(h.doc_id, h.page) for h in dense}
+        # filters and the text layer, as on any collection
+        pdf = SearchFilter(source=str(folder / "pysamples__pdflatex-4-pages.pdf"))
+        for mode in ("multi", "hybrid", "hybrid+text"):
+            hits = index.search(query, 10, pdf, mode=mode)  # type: ignore[arg-type]
+            assert {h.name for h in hits} == {"pysamples__pdflatex-4-pages.pdf"}, mode
+        assert index.search("document", 10, mode="text").hits  # its pages' text is kept and searched
+    # served: the API answers as the library does
+    from docvec.api import create_app
+
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/search", json={"query": query, "k": 3, "mode": "multi"})
+        assert r.status_code == 200 and r.json()["mode"] == "multi"
+        assert [(h["doc_id"], h["page"]) for h in r.json()["hits"]] == [(h.doc_id, h.page) for h in multi][:3]
     # a reindex to another family makes what that family makes: jina-embeddings-v4's single vectors
     with Index.open(settings) as index:
         report = index.reindex(ReindexSpec(model=str(tiny_dir), max_pixels=TINY))
@@ -297,3 +310,12 @@ def test_a_late_interaction_collection_pools_its_tokens_as_colpali_engine_does(
         )
         hits = index.search(query, len(points), mode="multi")
         assert len(hits) == len(points)
+
+
+def test_eval_scores_a_late_interaction_model(tmp_path: Path, colqwen3_dir: Path) -> None:
+    ds = eval_dataset(tmp_path / "ds")
+    env = {"DOCVEC_MODEL": str(colqwen3_dir), "DOCVEC_EMBED__MAX_PIXELS": str(SMALLEST)}
+    r = docvec("eval", str(ds), "--mode", "multi", "--mode", "hybrid", "--json", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert set(out["modes"]) == {"multi", "hybrid"} and out["pages_indexed"] == 6
