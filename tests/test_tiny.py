@@ -357,3 +357,31 @@ def test_a_published_bf16_mmproj_quantizes_as_the_converter_would(
     with pytest.raises(ToolError, match=f"{lm.name}: not a vision encoder"):
         quantize_mmproj(lm, tmp_path / "lm.gguf")
     assert not (tmp_path / "again.gguf").exists() and not (tmp_path / "lm.gguf").exists()
+
+
+def test_every_tiny_architecture_is_in_the_help() -> None:
+    from typer.testing import CliRunner
+
+    from docvec._cli import app
+    from docvec._model._registry import TINY_ARCHES
+
+    r = CliRunner().invoke(app, ["models", "tiny", "--help"], env={"COLUMNS": "80"})
+    text = " ".join(r.output.replace("│", " ").split())
+    assert r.exit_code == 0 and all(f"{arch} (" in text for arch in TINY_ARCHES), text
+
+
+def test_colqwen35_checkpoint_is_saved_as_colpali_engine_saves_one(colqwen35_dir: Path) -> None:
+    from safetensors import safe_open
+
+    from docvec._tools._tiny_qwen35 import ColQwen35Geometry
+
+    config = json.loads((colqwen35_dir / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["ColQwen3_5"] and config["dim"] == 320
+    assert config["text_config"]["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+    with safe_open(colqwen35_dir / "hf" / "model.safetensors", "np") as f:
+        tops = {k.split(".")[0] for k in f.keys()}  # noqa: SIM118
+    assert tops == {"language_model", "visual", "custom_text_proj"}
+    flash = ColQwen35Geometry.flash()
+    assert (flash.text_hidden, len(flash.layers), flash.dim) == (1024, 24, 320)
+    with pytest.raises(ConfigError, match="mrope_section"):
+        ColQwen35Geometry(**{**ColQwen35Geometry.tiny().__dict__, "mrope_section": (4, 2, 2)})

@@ -218,8 +218,8 @@ class Settings(BaseSettings):
         description=(
             "Create new collections (and reindexed versions) multi-vector: besides its dense vector, every "
             "page keeps one vector per token (jina-embeddings-v4's multi-vector head, 128-d), searched by "
-            "late interaction (MaxSim). A collection's kind is recorded with it; unset, later runs follow it. "
-            "Late-interaction models (ColQwen) always keep them."
+            "late interaction (MaxSim). A collection's kind is recorded with it; unset, later runs follow "
+            "it. Late-interaction models (ColQwen) always keep them."
         ),
     )
     token_pool: int = Field(

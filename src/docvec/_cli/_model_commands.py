@@ -15,7 +15,7 @@ from rich.table import Column, Table
 
 from .._config import EmbedSettings, Settings
 from .._errors import ConfigError, InputError, ModelMismatchError
-from .._model._registry import TINY_ARCH, TINY_ARCHES
+from .._model._registry import TINY_ARCH
 from .._records import check_query
 from ._common import JsonFlag, ModelOption, app, err, errors, models_app, out, settings
 
@@ -185,8 +185,7 @@ def models_tiny(
     arch: Annotated[
         str,
         typer.Option(
-            # the registry's list, so that the help and the code agree
-            metavar="|".join(TINY_ARCHES),
+            metavar="NAME",
             help="The architecture: qwen2.5-vl (jina-embeddings-v4's, with its multi-vector head), "
             "qwen3-vl (Qwen3-VL-Embedding's, deepstack included), qwen3-vl-reranker (Qwen3-VL-Reranker's: "
             "the same, converted as a reranker), colqwen3 (ColQwen3's: Qwen3-VL with colpali-engine's "
@@ -210,7 +209,10 @@ def models_tiny(
 
 @models_app.command("convert")
 def models_convert(
-    hf_dir: Annotated[Path, typer.Argument(help="Hugging Face checkpoint folder (Qwen2.5-VL architecture).")],
+    hf_dir: Annotated[
+        Path,
+        typer.Argument(help="Hugging Face checkpoint folder (Qwen2.5-VL, Qwen3-VL, ColQwen3 or ColQwen3.5)."),
+    ],
     out_dir: Annotated[Path, typer.Argument(help="Output folder.")],
     outtype: Annotated[
         str | None, typer.Option(help="f16, bf16 or f32; default bf16 where the CPU has bf16, else f16.")
@@ -239,8 +241,8 @@ def models_convert(
     ] = None,
 ) -> None:
     """Convert a checkpoint into a language-model GGUF and an mmproj GGUF (and quantizations), and its
-    multi-vector head (jina-embeddings-v4's multi_vector_projector, LoRA merged) into
-    multivector-head.gguf when it has one."""
+    multi-vector head (jina-embeddings-v4's multi_vector_projector, LoRA merged, or a ColQwen's
+    custom_text_proj) into multivector-head.gguf when it has one."""
     from .._model._gguf import read_gguf_info
     from .._tools._convert import convert_checkpoint, default_outtype
     from .._tools._toolchain import LlamaCppSource
