@@ -23,6 +23,8 @@ Prints p50/p95 of the two parts of a query apart:
 - late-interaction collections (``--late-sizes``, 1k and 10k pages by default): the same measurements for a
   ColQwen's geometry (VultronRetriever, tomoro-colqwen3: 1,035 tokens of 320 a page, 20 a query), whose page
   vector is the mean of its tokens, the first stage docvec gives a model without a single vector of its own;
+  and that first stage alone (``--late-prefetch-sizes``, 10k and 100k pages: at 100k the tokens would take
+  ~100 GB of disk, float16 and the int8 copy): a dense search over 320-d page means;
 - the text layer (``--text-sizes``, 1k, 10k and 100k pages by default; empty: none): p50/p95 of the keyword
   (``text``) search beside bm25s on the same terms (docvec's Analyzer: the floor is the scoring engine),
   and of the fused search (dense + text) beside the dense search alone, on synthetic pages of 300-500
@@ -110,8 +112,8 @@ def time_pair(
     return ta, tb
 
 
-def unit(rng: np.random.Generator, n: int) -> npt.NDArray[np.float32]:
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
+def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> npt.NDArray[np.float32]:
+    v = rng.standard_normal((n, dim)).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     return v
 
@@ -162,7 +164,7 @@ def low_rank(rng: np.random.Generator, n: int, basis: npt.NDArray[np.float32]) -
     neighbours; uniform random vectors have none, so they show an index's worst case.
     """
     z = rng.standard_normal((n, basis.shape[0])).astype(np.float32)
-    v = z @ basis + 0.05 * rng.standard_normal((n, DIM)).astype(np.float32)
+    v = z @ basis + 0.05 * rng.standard_normal((n, basis.shape[1])).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     return v
 
@@ -173,19 +175,21 @@ def verdict(ratio: float, rec: float) -> str:
     return "ok" if ok else "MISSED"
 
 
-def bench_store(sizes: list[int], n_queries: int, *, data_kind: str = "random") -> None:
-    from docvec._store import Point, open_store, point_id
+def bench_store(
+    sizes: list[int], n_queries: int, *, data_kind: str = "random", dim: int = DIM, label: str = ""
+) -> None:
+    from docvec._store import Dense, Point, open_store, point_id
 
     rng = np.random.default_rng(0)
     biggest = max(sizes)
     if data_kind == "random":
-        queries, data = unit(rng, n_queries), unit(rng, biggest)
+        queries, data = unit(rng, n_queries, dim), unit(rng, biggest, dim)
         what = "random unit vectors"
     else:
-        basis = rng.standard_normal((32, DIM)).astype(np.float32) / np.sqrt(32)
+        basis = rng.standard_normal((32, dim)).astype(np.float32) / np.sqrt(32)
         queries, data = low_rank(rng, n_queries, basis), low_rank(rng, biggest, basis)
         what = "unit vectors near a 32-d subspace"
-    print(f"\nstore search, top {K}, {DIM}-d {what}, {n_queries} queries")
+    print(f"\nstore search{label}, top {K}, {dim}-d {what}, {n_queries} queries")
     print(
         f"{'points':>8} {'store p50':>10} {'p95':>8} {'numpy p50':>10} {'p95':>8} {'store/numpy':>12} "
         f"{'recall@' + str(K):>10} {'target':>7}"
@@ -194,7 +198,7 @@ def bench_store(sizes: list[int], n_queries: int, *, data_kind: str = "random") 
         root = Path(tempfile.mkdtemp(prefix="docvec-bench-search-"))
         try:
             with open_store(path=root) as store:
-                store.ensure_collection("bench", DIM)
+                store.ensure_collection("bench", dim)
                 t = time.perf_counter()
                 for start in range(0, n, 2000):
                     # payloads shaped like docvec's (indexed keyword fields), built per chunk to bound memory
@@ -220,7 +224,7 @@ def bench_store(sizes: list[int], n_queries: int, *, data_kind: str = "random") 
                     else:
                         note = f"float16 scan; loaded in {load_s:.1f} s"
                     st, nt = time_pair(
-                        partial(store.search, "bench", k=K), partial(exact_top, sub, k=K), queries
+                        lambda q: store.search("bench", Dense(q), K), partial(exact_top, sub, k=K), queries
                     )
                     (s50, s95), (n50, n95) = pct(st), pct(nt)
                     rec = recall(store, sub, queries)
@@ -262,7 +266,10 @@ def _tokens_like_pages(
     span of a shared low-dimensional ``basis``), each token about one of them, plus noise. Pages about the
     same subjects resemble each other, and a query is about a subject or two. Made 256 sets at a time (the
     noise of all at once would double the memory)."""
-    out = np.empty((n, count, basis.shape[1]), np.float32)
+    # past 4 GB in float32, kept as float16 (a ColQwen's 10k pages are 13 GB in float32: with the store's
+    # own files that is more than this machine's memory); the numpy floor then converts them as it goes
+    dtype = np.float32 if n * count * basis.shape[1] * 4 <= 4 << 30 else np.float16
+    out = np.empty((n, count, basis.shape[1]), dtype)
     for start in range(0, n, 256):
         m = min(256, n - start)
         subjects = rng.standard_normal((m, topics, basis.shape[0])).astype(np.float32) @ basis
@@ -272,15 +279,25 @@ def _tokens_like_pages(
         v = v + 0.08 * rng.standard_normal((m, count, basis.shape[1])).astype(np.float32)
         v /= np.linalg.norm(v, axis=2, keepdims=True)
         out[start : start + m] = v
-    return out
+    return out  # type: ignore[return-value]
 
 
 def _maxsim_top(
     pages: npt.NDArray[np.float32], query: npt.NDArray[np.float32], k: int
 ) -> npt.NDArray[np.int64]:
     """numpy's exact MaxSim top ``k``: every page's tokens against the query's, best per query token,
-    summed (float32, all cores)."""
-    scores = np.einsum("ptd,qd->pqt", pages, query, optimize=True).max(axis=2).sum(axis=1)
+    summed (float32, all cores; float16 pages are converted 256 at a time)."""
+    if pages.dtype == np.float32:
+        scores = np.einsum("ptd,qd->pqt", pages, query, optimize=True).max(axis=2).sum(axis=1)
+    else:
+        scores = np.concatenate(
+            [
+                np.einsum("ptd,qd->pqt", pages[i : i + 256].astype(np.float32), query, optimize=True)
+                .max(axis=2)
+                .sum(axis=1)
+                for i in range(0, len(pages), 256)
+            ]
+        )
     top = np.argpartition(-scores, k)[:k]
     return top[np.argsort(-scores[top])]
 
@@ -321,7 +338,7 @@ def bench_multivector(
     dim = DIM if g.dense == "mixed" else g.token_dim
 
     def dense(tokens: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        v = tokens.mean(axis=-2)
+        v = tokens.mean(axis=-2, dtype=np.float32)
         if g.dense == "mixed":  # a page's own single vector that agrees with its tokens
             v = v @ mixing
         return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
@@ -725,6 +742,11 @@ def main() -> None:
         default="1000,10000",
         help="pages of the late-interaction (ColQwen geometry) runs (empty: none)",
     )
+    ap.add_argument(
+        "--late-prefetch-sizes",
+        default="10000,100000",
+        help="pages of the late-interaction first stage alone, where the tokens would not fit (empty: none)",
+    )
     ap.add_argument("--multi-queries", type=int, default=20, help="queries timed per multi-vector run")
     ap.add_argument("--prefetch", type=int, default=100, help="hybrid: pages the dense vector finds")
     ap.add_argument(
@@ -746,6 +768,14 @@ def main() -> None:
     if args.multi_sizes:
         bench_multivector(
             sorted(int(x) for x in args.multi_sizes.split(",")), args.multi_queries, args.prefetch
+        )
+    if args.late_prefetch_sizes:
+        bench_store(
+            sorted(int(x) for x in args.late_prefetch_sizes.split(",")),
+            args.queries,
+            data_kind="lowrank",
+            dim=COLQWEN.token_dim,
+            label=" (a late-interaction model's first stage alone: its pages' mean token vectors)",
         )
     if args.late_sizes:
         bench_multivector(

@@ -98,6 +98,11 @@ class Qwen3VLGeometry:
         return cls(*_GEOMETRIES["qwen3-vl-2b"])
 
     @classmethod
+    def qwen3vl_4b(cls) -> Qwen3VLGeometry:
+        """Qwen3-VL-4B (the tomoro-colqwen3-embed-4b's backbone)."""
+        return cls(*_GEOMETRIES["qwen3-vl-4b"])
+
+    @classmethod
     def qwen3vl_8b(cls) -> Qwen3VLGeometry:
         """Qwen3-VL-8B (Qwen3-VL-Embedding-8B's backbone)."""
         return cls(*_GEOMETRIES["qwen3-vl-8b"])
@@ -188,13 +193,15 @@ class Qwen3VLGeometry:
 
 
 # The geometries docvec builds, one Qwen3VLGeometry each: its first fields, in order. The 2B and 8B are
-# Qwen3-VL-2B/8B-Instruct's config.json (the embedding models' backbones).
+# Qwen3-VL-2B/8B-Instruct's config.json (the embedding models' backbones); the 4B Qwen3-VL-4B-Instruct's
+# (Qwen3-4B's text sizes and the 2B's vision tower; not read from the file here).
 # fmt: off
 _GEOMETRIES: dict[str, tuple[Any, ...]] = {
     #               text ---------------------------------- vision ---------------------------------------
     #               hidden layers heads kv  inter   depth hidden heads inter deepstack    positions
     "tiny":        (64,    4,     2,    1,  128,    5,    64,    4,    128,  (1, 2, 3),   256),
     "qwen3-vl-2b": (2048,  28,    16,   8,  6144,   24,   1024,  16,   4096, (5, 11, 17), 2304),
+    "qwen3-vl-4b": (2560,  36,    32,   8,  9728,   24,   1024,  16,   4096, (5, 11, 17), 2304),
     "qwen3-vl-8b": (4096,  36,    32,   8,  12288,  27,   1152,  16,   4304, (8, 16, 24), 2304),
 }
 # fmt: on
