@@ -32,7 +32,6 @@ from bench_embed import IMAGES, QUERIES, _page  # noqa: E402
 
 def _colqwen3_4b(cache: Path, outtype: str) -> Path:
     """The ColQwen3 of Qwen3-VL-4B's geometry, built (bfloat16 weights) and converted once; its folder."""
-    from docvec._tools._convert import convert_checkpoint
     from docvec._tools._tiny_checkpoint import build_checkpoint
     from docvec._tools._tiny_qwen3vl import ColQwen3Geometry
     from docvec._tools._toolchain import LlamaCppSource
@@ -47,11 +46,20 @@ def _colqwen3_4b(cache: Path, outtype: str) -> Path:
         )
         (base / "built.stamp").write_text("ok")
     for t in {"f16", outtype}:
-        if not (base / t / "converted.stamp").is_file():
-            print(f"converting to {t.upper()} GGUFs (once) ...", flush=True)
-            convert_checkpoint(base / "hf", base / t, source=src, name="m", outtype=t)  # type: ignore[arg-type]
-            (base / t / "converted.stamp").write_text("ok")
+        _convert_once(base, t, cache)
     return base
+
+
+def _convert_once(base: Path, outtype: str, cache: Path) -> None:
+    """``base/hf`` converted to ``outtype`` GGUFs in ``base/<outtype>``, once."""
+    from docvec._tools._convert import convert_checkpoint
+    from docvec._tools._toolchain import LlamaCppSource
+
+    if not (base / outtype / "converted.stamp").is_file():
+        print(f"converting to {outtype.upper()} GGUFs (once) ...", flush=True)
+        src = LlamaCppSource.in_cache(cache)
+        convert_checkpoint(base / "hf", base / outtype, source=src, name="m", outtype=outtype)  # type: ignore[arg-type]
+        (base / outtype / "converted.stamp").write_text("ok")
 
 
 def _reference(hf: Path, out: Path, threads: int) -> None:
@@ -71,7 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--family", default="colqwen3.5", choices=("colqwen3.5", "colqwen3"))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--outtype", default="f16", choices=("f16", "bf16"))
+    ap.add_argument("--outtype", default="f16", choices=("f16", "bf16", "f32"))
     ap.add_argument("--reference", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.reference:
@@ -85,6 +93,7 @@ def main() -> None:
         base = _colqwen3_4b(cache, args.outtype)
     else:
         base = cache / "models" / "bench-colqwen35-flash"
+        _convert_once(base, args.outtype, cache)
     folder = base / args.outtype
     lm, mm = folder / f"m-{args.outtype.upper()}.gguf", folder / f"mmproj-m-{args.outtype.upper()}.gguf"
     head = base / "f16" / "multivector-head.gguf"

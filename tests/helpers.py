@@ -225,3 +225,34 @@ REPORTED: list[tuple[str, float]] = []
 def report(what: str, value: float) -> None:
     """Record a measured number; the run prints them all at the end."""
     REPORTED.append((what, value))
+
+
+def tomoro_layout(colqwen3_dir: Path, out: Path) -> Path:
+    """The tiny ColQwen3 saved as tomoro-colqwen3-embed's checkpoints are (vLLM's ColQwen3 loader reads these
+    names and this config): the model under ``vlm.`` (``vlm.model.language_model.*``, ``vlm.model.visual.*``),
+    the head as ``embedding_proj_layer``, a Qwen3-VL config of ``model_type`` ``colqwen3`` with the head's
+    size as ``embed_dim`` and its own remote code named in ``auto_map``."""
+    from safetensors.torch import load_file, save_file
+
+    hf = colqwen3_dir / "hf"
+    out.mkdir(parents=True)
+    for f in hf.iterdir():
+        if f.name not in ("config.json", "model.safetensors"):
+            (out / f.name).symlink_to(f)
+    config = json.loads((hf / "config.json").read_text())
+    config |= {
+        "architectures": ["ColQwen3"],
+        "model_type": "colqwen3",
+        "embed_dim": 320,
+        "auto_map": {"AutoModel": "modeling_colqwen3.ColQwen3"},
+    }
+    (out / "config.json").write_text(json.dumps(config))
+    tensors = load_file(hf / "model.safetensors")
+    renamed = {
+        k.replace("custom_text_proj", "embedding_proj_layer")
+        if k.startswith("custom_text_proj")
+        else f"vlm.{k}": v
+        for k, v in tensors.items()
+    }
+    save_file(renamed, out / "model.safetensors", metadata={"format": "pt"})
+    return out

@@ -77,6 +77,8 @@ def test_registry_names() -> None:
         "qwen3-vl-embedding-8b",
         "qwen3-vl-reranker-2b",
         "qwen3-vl-reranker-8b",
+        "tomoro-colqwen3-4b",
+        "tomoro-colqwen3-8b",
         "vultron-core-4.5b",
         "vultron-flash-0.8b",
         "vultron-prime-8b",

@@ -197,3 +197,23 @@ def test_a_late_interaction_checkpoint_pulls_with_its_head(
         "Q8_0",
     ):
         assert cell in row, (cell, row)
+
+
+def test_a_tomoro_checkpoint_pulls_in_its_own_layout(
+    tmp_path: Path, docvec_cache: Path, colqwen3_dir: Path
+) -> None:
+    # tomoro-colqwen3-embed as its repository holds it (the model under vlm., the head as
+    # embedding_proj_layer, model_type colqwen3 with remote code): converted without running that code
+    from .helpers import tomoro_layout
+
+    name = "tomoro-colqwen3-4b"
+    model = registry.REGISTRY[name]
+    hf = tomoro_layout(colqwen3_dir, tmp_path / "checkout")
+    files = {f: (hf / f).read_bytes() for f in (*HF_FILES, "model.safetensors")}
+    cache = tmp_path / "hf-cache"
+    fill_cache(cache, model.lm_repo, files, commit="d" * 40)
+    pulled = pull(name, quant="F16", cache_dir=cache, docvec_cache_dir=docvec_cache, threads=2)
+    assert pulled.head is not None
+    with Embedder(pulled, EmbedSettings(threads=2, max_pixels=64 * 32 * 32)) as emb:
+        assert (emb.profile.name, emb.dim) == ("colqwen3", 320)
+        assert emb.embed_queries_multi(["total"])[1][0].shape == (11, 320)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from docvec import ConfigError
@@ -385,3 +386,34 @@ def test_colqwen35_checkpoint_is_saved_as_colpali_engine_saves_one(colqwen35_dir
     assert (flash.text_hidden, len(flash.layers), flash.dim) == (1024, 24, 320)
     with pytest.raises(ConfigError, match="mrope_section"):
         ColQwen35Geometry(**{**ColQwen35Geometry.tiny().__dict__, "mrope_section": (4, 2, 2)})
+
+
+def test_a_colqwen3_in_tomoros_layout_converts_to_the_same_model(
+    colqwen3_dir: Path, llama_source: LlamaCppSource, tmp_path: Path
+) -> None:
+    from gguf import GGUFReader
+
+    from docvec import Embedder, EmbedSettings
+    from docvec._model._head import read_head
+    from docvec._model._registry import find_tiny_model
+    from docvec._tools._convert import convert_checkpoint
+
+    from .helpers import tomoro_layout
+
+    hf = tomoro_layout(colqwen3_dir, tmp_path / "tomoro")
+    files = convert_checkpoint(hf, tmp_path / "out", source=llama_source, name="t", outtype="f16").main
+    original = find_tiny_model(colqwen3_dir, arch="colqwen3")
+    assert original is not None and files.head is not None and original.head is not None
+    got, want = GGUFReader(files.language_model), GGUFReader(original.language_model)
+    assert [t.name for t in got.tensors] == [t.name for t in want.tensors]
+    assert read_head(files.head).kind == "colpali"
+    np.testing.assert_array_equal(read_head(files.head).weight, read_head(original.head).weight)
+    settings = EmbedSettings(threads=2, max_pixels=64 * 32 * 32)
+    with Embedder(files, settings) as ours, Embedder(original, settings) as theirs:
+        assert ours.profile.name == "colqwen3"
+        np.testing.assert_array_equal(
+            ours.embed_queries_multi(["total"])[1][0], theirs.embed_queries_multi(["total"])[1][0]
+        )
+    assert (
+        json.loads((hf / "config.json").read_text())["model_type"] == "colqwen3"
+    )  # the folder is left alone

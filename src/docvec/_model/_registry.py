@@ -17,6 +17,7 @@ valid choices.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -363,6 +364,54 @@ def _vultron(tier: str, size: str) -> RegistryModel:
 REGISTRY["vultron-flash-0.8b"] = _vultron("Flash", "0.8B")
 REGISTRY["vultron-core-4.5b"] = _vultron("Core", "4.5B")
 REGISTRY["vultron-prime-8b"] = _vultron("Prime", "8B")
+
+
+# --- tomoro-colqwen3-embed (ColQwen3: late interaction) ---------------------------------------------------
+#
+# Sources (fix this table, not the code, if the Hub changes):
+# * TomoroAI/tomoro-colqwen3-embed-4b and -8b: Apache-2.0 (the cards; MTEB's model entries), Qwen3-VL-4B/8B
+#   merged with Qwen3-Embedding (the 4b card). Checkpoints with remote code of their own (trust_remote_code);
+#   docvec does not run it: its config is a Qwen3VLConfig of model_type "colqwen3" with the head's size as
+#   embed_dim (vLLM's ColQwen3Config reads it so), its weights the model under "vlm." and the head as
+#   embedding_proj_layer (vLLM's ColQwen3 loader), which the conversion renames as the converter reads them
+#   (docvec._tools._convert). Not seen in a listing of the Hub itself: the file names (the pull reads the
+#   index or the one model.safetensors, whichever is there).
+# * Prompts: their processor's, colpali-engine's ColQwen3 rules (a query's ten <|endoftext|>, the page
+#   prompt); max_num_visual_tokens 1280, the ColQwen3 profile's max_pixels.
+# * Scores: MTEB's results repository, ViDoRe v3 over its eight public tasks (60.16 and 61.60).
+_TOMORO_LICENCE = (
+    "tomoro-colqwen3-embed is licensed under Apache-2.0 (https://www.apache.org/licenses/LICENSE-2.0), as "
+    "declared by TomoroAI on Hugging Face: commercial use is allowed under its terms."
+)
+
+
+def _tomoro(size: str) -> RegistryModel:
+    """A tomoro-colqwen3-embed checkpoint, converted here."""
+    name = f"tomoro-colqwen3-{size.lower()}"
+    repo = f"TomoroAI/tomoro-colqwen3-embed-{size.lower()}"
+    return dataclasses.replace(
+        _vultron("Flash", "0.8B"),
+        name=name,
+        profile="colqwen3",
+        size=size.upper(),
+        description=(
+            f"tomoro-colqwen3-embed-{size.lower()} (Qwen3-VL-{size.upper()} backbone, late interaction: "
+            "320-d token vectors), converted here from its checkpoint: language model GGUF, vision encoder "
+            "(mmproj) and head"
+        ),
+        lm_repo=repo,
+        lm_files=MappingProxyType(
+            {"Q8_0": f"Q8_0/{name}-Q8_0.gguf", "BF16": f"{name}-BF16.gguf", "F16": f"{name}-F16.gguf"}
+        ),
+        mmproj_repo=repo,
+        licence_text=_TOMORO_LICENCE,
+        homepage=f"https://huggingface.co/{repo}",
+        checkpoint_repo=repo,
+    )
+
+
+REGISTRY["tomoro-colqwen3-4b"] = _tomoro("4b")
+REGISTRY["tomoro-colqwen3-8b"] = _tomoro("8b")
 
 
 def registry_names() -> list[str]:

@@ -456,16 +456,32 @@ _CONVERTER_ARCHITECTURES = {
     "ColQwen3": "Qwen3VLForConditionalGeneration",
     "ColQwen3_5": "Qwen3_5ForConditionalGeneration",
 }
+#: configs of models whose ``model_type`` is their own but whose fields are another's (vLLM's ColQwen3Config:
+#: a Qwen3VLConfig with the head's size, for tomoro-colqwen3-embed's ``colqwen3``), and the type they are
+_CONVERTER_MODEL_TYPES = {"colqwen3": "qwen3_vl"}
 
 
 def _converter_names(keys: Iterable[str]) -> Callable[[str], str]:
-    """How the converter must find a checkpoint's tensors named: colpali-engine saves its ColQwens as the
-    bare ``Qwen3VLModel`` / ``Qwen3_5Model`` (``language_model.*``, ``visual.*`` at the top), where the
-    converter reads a ``*ForConditionalGeneration``'s names (``model.language_model.*``, ``model.visual.*``);
+    """How the converter must find a checkpoint's tensors named, where it reads a
+    ``*ForConditionalGeneration``'s names (``model.language_model.*``, ``model.visual.*``, ``lm_head``):
+
+    - colpali-engine saves its ColQwens as the bare ``Qwen3VLModel`` / ``Qwen3_5Model``: ``language_model.*``
+      and ``visual.*`` at the top;
+    - transformers' ColPali-style retrieval classes, and tomoro-colqwen3's code, keep the whole model as
+      ``vlm``: ``vlm.model.*`` and ``vlm.lm_head`` (vLLM's ColQwen3 loader reads those names);
+
     any other checkpoint's names stay as they are."""
-    if not any(k.startswith("language_model.") for k in keys):
+    keys = list(keys)
+    wrapped = any(k.startswith("vlm.") for k in keys)
+    bare = any(k.removeprefix("vlm.").startswith("language_model.") for k in keys)
+    if not (wrapped or bare):
         return lambda key: key
-    return lambda key: "model." + key if key.startswith(("language_model.", "visual.")) else key
+
+    def name(key: str) -> str:
+        key = key.removeprefix("vlm.") if wrapped else key
+        return "model." + key if bare and key.startswith(("language_model.", "visual.")) else key
+
+    return name
 
 
 #: the converter's options for a language model of these architectures: Qwen3.5's multi-token-prediction
@@ -488,10 +504,14 @@ def _converter_config(hf_dir: Path) -> dict[str, object] | None:
         raise ToolError(f"{hf_dir / 'config.json'}: cannot read it: {e}") from None
     archs = list(config.get("architectures") or [])
     fixed = [_CONVERTER_ARCHITECTURES.get(a, a) for a in archs]
+    model_type = config.get("model_type")
     name = str(config.get("_name_or_path", ""))
-    if fixed == archs and not _names_reranker(name):
+    if fixed == archs and model_type not in _CONVERTER_MODEL_TYPES and not _names_reranker(name):
         return None
     config["architectures"] = fixed
+    if model_type in _CONVERTER_MODEL_TYPES:
+        config["model_type"] = _CONVERTER_MODEL_TYPES[model_type]
+        config.pop("auto_map", None)  # remote code the converter neither needs nor may run
     if _names_reranker(name):
         config.pop("_name_or_path")
     return dict(config)

@@ -71,7 +71,7 @@ __all__ = [
 #: the head's module in the checkpoint (possibly under a prefix), as the models that have one name it:
 #: jina-embeddings-v4's ``multi_vector_projector``, colpali-engine's ``custom_text_proj`` (ColQwen3,
 #: ColQwen3.5); a checkpoint holds one of them
-PROJECTORS = ("multi_vector_projector", "custom_text_proj")
+PROJECTORS = ("multi_vector_projector", "custom_text_proj", "embedding_proj_layer")
 _PROJECTOR = "(?:" + "|".join(PROJECTORS) + ")"
 #: the format's cap on the JSON header (the safetensors library's MAX_HEADER_SIZE): a longer one means the
 #: file is no safetensors file
@@ -508,9 +508,10 @@ class MergedHead:
 
     @property
     def kind(self) -> str | None:
-        """The head file's kind (:data:`docvec._model._head.COLPALI` for colpali-engine's
-        ``custom_text_proj``), or ``None`` for jina-embeddings-v4's ``multi_vector_projector``."""
-        return COLPALI if "custom_text_proj" in self.base.key.split(".") else None
+        """The head file's kind: :data:`docvec._model._head.COLPALI` for a ColQwen's (colpali-engine's
+        ``custom_text_proj``, ``embedding_proj_layer`` as transformers' ColPali classes and tomoro's
+        checkpoints name it), ``None`` for jina-embeddings-v4's ``multi_vector_projector``."""
+        return None if "multi_vector_projector" in self.base.key.split(".") else COLPALI
 
     def describe(self, show: Callable[[str], str] = str) -> str:
         """What it was made from, in a line (``show``: how to name a file in it)."""
