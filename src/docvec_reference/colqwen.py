@@ -64,10 +64,7 @@ _MODEL_FILES = {
 
 def colpali_model(name: str) -> Any:
     """colpali-engine's model class ``name`` (``ColQwen3``, ``ColQwen3_5``), from its installed file."""
-    spec = importlib.util.find_spec("colpali_engine")  # finds the package without running its __init__
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError("colpali-engine is not installed (`make setup` installs it)")
-    path = Path(next(iter(spec.submodule_search_locations))) / _MODEL_FILES[name]
+    path = _package_root() / _MODEL_FILES[name]
     module_spec = importlib.util.spec_from_file_location(f"_colpali_{path.stem}", path)
     if module_spec is None or module_spec.loader is None:
         raise ModelError(f"cannot load {path}")
@@ -80,15 +77,10 @@ def colpali_pooler() -> Any:
     """colpali-engine's ``HierarchicalTokenPooler``, from its installed files (its module imports its base
     class through the package, whose ``__init__`` needs torchvision: the package and its subpackages are
     registered empty first, then both files run as they are)."""
-    import importlib.machinery
     import sys
     import types
 
-    # sys.path only: a package registered empty by an earlier call has no spec
-    spec = importlib.machinery.PathFinder.find_spec("colpali_engine")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError("colpali-engine is not installed (`make setup` installs it)")
-    root = Path(next(iter(spec.submodule_search_locations)))
+    root = _package_root()
     package = "colpali_engine.compression.token_pooling"
     for name in ("colpali_engine", "colpali_engine.compression", package):
         if name not in sys.modules:
@@ -106,6 +98,17 @@ def colpali_pooler() -> Any:
         module_spec.loader.exec_module(loaded)
     assert loaded is not None
     return loaded.HierarchicalTokenPooler()
+
+
+def _package_root() -> Path:
+    """colpali-engine's installed folder, found on sys.path without running its ``__init__`` (and past the
+    empty package :func:`colpali_pooler` registers, which has no spec)."""
+    import importlib.machinery
+
+    spec = importlib.machinery.PathFinder.find_spec("colpali_engine")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError("colpali-engine is not installed (`make setup` installs it)")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def maxsim(query: np.ndarray, page: np.ndarray) -> float:

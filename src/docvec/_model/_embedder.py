@@ -48,7 +48,7 @@ from ._registry import pull_with_head
 from ._resolve import resolve_model
 from ._session import Session
 
-__all__ = ["Embedder", "ImageStates", "TokenStates", "model_profile", "normalize"]
+__all__ = ["Embedder", "ImageStates", "TokenStates", "inspect_model", "normalize"]
 
 log = logging.getLogger("docvec")
 
@@ -428,12 +428,15 @@ class Embedder(Closing):
             )
 
 
-def model_profile(model: str | Path, *, cache_dir: Path | None = None) -> ModelProfile:
-    """The profile of the model ``model`` names (resolved as :meth:`Embedder.open` resolves it), from its
-    files' headers and its head's kind, without loading any weight."""
+def inspect_model(model: str | Path, *, cache_dir: Path | None = None) -> tuple[ModelProfile, int]:
+    """The profile of the model ``model`` names (resolved as :meth:`Embedder.open` resolves it) and the
+    full size of its vectors (:attr:`Embedder.width`), from its files' headers and its head, without loading
+    any weight."""
     files, lm, mm = resolve_model(model, cache_dir=cache_dir)
-    kind = read_head(files.head).kind if files.head is not None else None
-    return profile_for(lm.architecture, mm.projector, kind)
+    head = read_head(files.head) if files.head is not None else None
+    profile = profile_for(lm.architecture, mm.projector, head.kind if head is not None else None)
+    width = head.dim if head is not None and profile.late_interaction else lm.embedding_length or 0
+    return profile, width
 
 
 def _token_ids(chunks: list[PromptChunk]) -> npt.NDArray[np.int32]:

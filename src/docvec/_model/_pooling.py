@@ -1,18 +1,19 @@
 """Token pooling: a page's token vectors replaced by fewer, each the re-normalised mean of a group of them,
 so that a multi-vector collection stores and scores that many times fewer (``DOCVEC_TOKEN_POOL``).
 
-Two ways of grouping, each its family's (:attr:`docvec._model._profiles.ModelProfile.token_pooling`):
+Two ways of grouping; a profile names its family's
+(:attr:`docvec._model._profiles.ModelProfile.token_pooling`):
 
 - ``runs``: each run of ``factor`` consecutive tokens. Consecutive tokens of a page are neighbours along a
   row of the image's token grid (Qwen2.5-VL lists them row by row), so this averages small horizontal strips
   of the page: the row-mean pooling Qdrant and ColPali users apply, bounded to ``factor`` tokens so that a row
-  keeps its detail. jina-embeddings-v4's.
+  keeps its detail.
 - ``hierarchical``: colpali-engine's ``HierarchicalTokenPooler`` (colpali_engine/compression/token_pooling/
-  hierarchical_token_pooling.py, MIT), the pooler its authors publish for their ColQwen models: Ward
-  clustering of the tokens by their cosine distances into at most ``n // factor`` groups, whatever their
-  place on the page (the ColPali paper: 97.8% of the quality at factor 3). Transcribed here so that the
-  runtime needs SciPy only, not colpali-engine and PyTorch; tests/test_multivector.py holds it to
-  colpali-engine's own.
+  hierarchical_token_pooling.py, MIT), the pooler colpali-engine publishes for its retrievers: Ward
+  clustering of the tokens by their cosine distances into at most ``n // factor`` groups, whatever their place
+  on the page (the ColPali paper: 97.8% of the quality at factor 3). Transcribed here so that the runtime
+  needs SciPy only, not colpali-engine and PyTorch; tests/test_multivector.py holds it to colpali-engine's
+  own.
 """
 
 from __future__ import annotations

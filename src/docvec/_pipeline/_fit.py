@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .._config import EmbedSettings, Settings
 from .._errors import ConfigError, InputError
-from .._model._embedder import Embedder, model_profile
+from .._model._embedder import Embedder, inspect_model
 from .._records import EmbeddingInfo, ReindexSpec, TextIndex, VersionRecord
 from .._text._terms import Analyzer
 from ._provenance import embedding_info, fits
@@ -71,22 +71,44 @@ def fitting_settings(settings: Settings, record: VersionRecord | None, *, follow
 
 def reindex_fit(settings: Settings, record: VersionRecord | None, spec: ReindexSpec) -> Fit:
     """What a reindex as ``spec`` asks builds the next version of a collection with, whose live version has
-    ``record``: what the spec sets, else what fits the live version (:func:`fitting_settings`). A reindex to
-    a model of another family (profile) starts from the settings, as a new collection would: the old
-    model's vector size, page budget and kind of pages are its family's, not the new one's."""
-    other_family = (
-        record is not None
-        and spec.model is not None
-        and spec.model != record.model
-        and model_profile(spec.model, cache_dir=settings.cache_dir).name != record.embedding.profile
-    )
-    base = fitting_settings(settings, None if other_family else record, follow=False)
-    return Fit(
+    ``record``: what the spec sets, else what fits the live version (:func:`fitting_settings`). For another
+    model, the live version's vector size, page budget and kind of pages carry over where that model offers
+    them, and give way to its own where it does not (:func:`_offered`)."""
+    base = fitting_settings(settings, record, follow=False)
+    fit = Fit(
         spec.model or base.model,
         base.embed.model_copy(update=embed_changes(spec)),
         base.multivector if spec.multivector is None else spec.multivector,
         base.token_pool if spec.token_pool is None else spec.token_pool,
     )
+    if record is None or spec.model is None or spec.model == record.model:
+        return fit
+    return _offered(settings, spec, fit)
+
+
+def _offered(settings: Settings, spec: ReindexSpec, fit: Fit) -> Fit:
+    """``fit`` for a reindex to another model, which may not offer what the live version was built with
+    (another family's vector sizes and image bounds): a size it does not give, or a page budget out of its
+    bounds, gives way to the settings' own value (its default, unless set); what the settings or the spec
+    name stays, for the model's open to refuse with its reason. Reads the model's headers only."""
+    profile, width = inspect_model(fit.model, cache_dir=settings.cache_dir)
+    named = settings.embed.model_fields_set | set(embed_changes(spec))
+    own = {field: getattr(settings.embed, field) for field in ("dim", "min_pixels", "max_pixels")}
+    update = {}
+    if "dim" not in named and fit.embed.dim is not None and fit.embed.dim not in profile.dims(width):
+        update["dim"] = own["dim"]
+    try:
+        profile.resolve(fit.embed.model_copy(update={"dim": None}), width)
+    except ConfigError:
+        update |= {field: own[field] for field in ("min_pixels", "max_pixels") if field not in named}
+    multivector = fit.multivector
+    if (
+        "multivector" not in settings.model_fields_set
+        and spec.multivector is None
+        and not profile.multivector
+    ):
+        multivector = False  # a family without a head: its pages are single-vector ones
+    return Fit(fit.model, fit.embed.model_copy(update=update), multivector, fit.token_pool)
 
 
 def embed_changes(spec: ReindexSpec) -> dict[str, int]:
