@@ -263,6 +263,20 @@ _QWEN3_VL_LICENCE = (
 _QWEN3_VL_RERANKER_LICENCE = _QWEN3_VL_LICENCE.replace("Qwen3-VL-Embedding", "Qwen3-VL-Reranker")
 
 
+#: how `pull` converts a model published as a checkpoint: Q8_0 quantized from the CPU's float type (its
+#: mmproj stays in that type), or BF16, or F16
+_CONVERSIONS = MappingProxyType(
+    {"Q8_0": Conversion(None, "Q8_0"), "BF16": Conversion("bf16"), "F16": Conversion("f16")}
+)
+
+
+def _converted_files(base: str) -> Mapping[str, str]:
+    """The language-model file of each of :data:`_CONVERSIONS`, named after ``base``, in its cache folder."""
+    return MappingProxyType(
+        {"Q8_0": f"Q8_0/{base}-Q8_0.gguf", "BF16": f"{base}-BF16.gguf", "F16": f"{base}-F16.gguf"}
+    )
+
+
 def _qwen3_vl(family: str, size: str, revision: str, width: int) -> RegistryModel:
     """A Qwen3-VL-Embedding or -Reranker checkpoint (``family``: ``Embedding`` or ``Reranker``), converted
     here."""
@@ -280,13 +294,8 @@ def _qwen3_vl(family: str, size: str, revision: str, width: int) -> RegistryMode
             "checkpoint: language model GGUF plus vision encoder (mmproj)"
         ),
         lm_repo=repo,
-        lm_files=MappingProxyType(
-            {"Q8_0": f"Q8_0/{base}-Q8_0.gguf", "BF16": f"{base}-BF16.gguf", "F16": f"{base}-F16.gguf"}
-        ),
-        # Q8_0 is quantized from the CPU's float type (its mmproj stays in that type)
-        conversions=MappingProxyType(
-            {"Q8_0": Conversion(None, "Q8_0"), "BF16": Conversion("bf16"), "F16": Conversion("f16")}
-        ),
+        lm_files=_converted_files(base),
+        conversions=_CONVERSIONS,
         default_quant="Q8_0",
         mmproj_repo=repo,
         mmproj_file=None,
@@ -344,12 +353,8 @@ def _vultron(tier: str, size: str) -> RegistryModel:
             "converted here from its checkpoint: language model GGUF, vision encoder (mmproj) and head"
         ),
         lm_repo=repo,
-        lm_files=MappingProxyType(
-            {"Q8_0": f"Q8_0/{name}-Q8_0.gguf", "BF16": f"{name}-BF16.gguf", "F16": f"{name}-F16.gguf"}
-        ),
-        conversions=MappingProxyType(
-            {"Q8_0": Conversion(None, "Q8_0"), "BF16": Conversion("bf16"), "F16": Conversion("f16")}
-        ),
+        lm_files=_converted_files(name),
+        conversions=_CONVERSIONS,
         default_quant="Q8_0",
         mmproj_repo=repo,
         mmproj_file=None,
@@ -400,9 +405,7 @@ def _tomoro(size: str) -> RegistryModel:
             "(mmproj) and head"
         ),
         lm_repo=repo,
-        lm_files=MappingProxyType(
-            {"Q8_0": f"Q8_0/{name}-Q8_0.gguf", "BF16": f"{name}-BF16.gguf", "F16": f"{name}-F16.gguf"}
-        ),
+        lm_files=_converted_files(name),
         mmproj_repo=repo,
         licence_text=_TOMORO_LICENCE,
         homepage=f"https://huggingface.co/{repo}",

@@ -24,7 +24,7 @@ from .._errors import ConfigError
 from .._model._profiles import COLQWEN3_5
 from ._qwen_tokenizer import ID_ENDOFTEXT, ID_IM_END, QWEN3VL_ADDED_TOKENS, VOCAB_SIZE
 from ._random_weights import TensorSpec, tensor_specs
-from ._tiny_qwen3vl import IMAGE_MEAN, IMAGE_STD
+from ._tiny_qwen3vl import qwen3vl_preprocessor
 
 __all__ = ["COLQWEN3_5_DIM", "ColQwen35Geometry"]
 
@@ -204,19 +204,4 @@ class ColQwen35Geometry:
 
     def preprocessor_config(self) -> dict[str, Any]:
         """Qwen3-VL's processor (Qwen3.5's) with the ColQwen3.5 profile's pixel bounds."""
-        return {
-            "do_convert_rgb": True,
-            "do_normalize": True,
-            "do_rescale": True,
-            "do_resize": True,
-            "image_mean": list(IMAGE_MEAN),
-            "image_processor_type": "Qwen2VLImageProcessor",
-            "image_std": list(IMAGE_STD),
-            "merge_size": self.spatial_merge_size,
-            "patch_size": self.patch_size,
-            "processor_class": self.processor_class,
-            "resample": 3,
-            "rescale_factor": 1 / 255,
-            "size": {"longest_edge": COLQWEN3_5.max_pixels, "shortest_edge": COLQWEN3_5.min_pixels},
-            "temporal_patch_size": self.temporal_patch_size,
-        }
+        return qwen3vl_preprocessor(self, COLQWEN3_5.min_pixels, COLQWEN3_5.max_pixels)

@@ -22,7 +22,15 @@ from .._model._profiles import COLQWEN3, QWEN3_VL_EMBEDDING
 from ._qwen_tokenizer import ID_ENDOFTEXT, ID_IM_END, QWEN3VL_ADDED_TOKENS, VOCAB_SIZE
 from ._random_weights import TensorSpec, tensor_specs
 
-__all__ = ["COLQWEN3_DIM", "COLQWEN3_HEAD", "IMAGE_MEAN", "IMAGE_STD", "ColQwen3Geometry", "Qwen3VLGeometry"]
+__all__ = [
+    "COLQWEN3_DIM",
+    "COLQWEN3_HEAD",
+    "IMAGE_MEAN",
+    "IMAGE_STD",
+    "ColQwen3Geometry",
+    "Qwen3VLGeometry",
+    "qwen3vl_preprocessor",
+]
 
 #: Qwen3-VL's image normalisation (its preprocessor_config.json)
 IMAGE_MEAN = (0.5, 0.5, 0.5)
@@ -173,23 +181,29 @@ class Qwen3VLGeometry:
 
     def preprocessor_config(self) -> dict[str, Any]:
         """Qwen3-VL's processor with the pixel bounds Qwen3-VL-Embedding's code resizes within."""
-        low, high = QWEN3_VL_EMBEDDING.min_pixels, QWEN3_VL_EMBEDDING.max_pixels
-        return {
-            "do_convert_rgb": True,
-            "do_normalize": True,
-            "do_rescale": True,
-            "do_resize": True,
-            "image_mean": list(IMAGE_MEAN),
-            "image_processor_type": "Qwen2VLImageProcessor",
-            "image_std": list(IMAGE_STD),
-            "merge_size": self.spatial_merge_size,
-            "patch_size": self.patch_size,
-            "processor_class": self.processor_class,
-            "resample": 3,
-            "rescale_factor": 1 / 255,
-            "size": {"longest_edge": high, "shortest_edge": low},
-            "temporal_patch_size": self.temporal_patch_size,
-        }
+        return qwen3vl_preprocessor(self, QWEN3_VL_EMBEDDING.min_pixels, QWEN3_VL_EMBEDDING.max_pixels)
+
+
+def qwen3vl_preprocessor(geometry: Any, low: int, high: int) -> dict[str, Any]:
+    """preprocessor_config.json of Qwen3-VL's image processor (Qwen3.5 uses it too) for a ``geometry``
+    (its patch, merge and temporal patch sizes, its processor class), resizing within ``low``..``high``
+    pixels."""
+    return {
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": list(IMAGE_MEAN),
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "image_std": list(IMAGE_STD),
+        "merge_size": geometry.spatial_merge_size,
+        "patch_size": geometry.patch_size,
+        "processor_class": geometry.processor_class,
+        "resample": 3,
+        "rescale_factor": 1 / 255,
+        "size": {"longest_edge": high, "shortest_edge": low},
+        "temporal_patch_size": geometry.temporal_patch_size,
+    }
 
 
 # The geometries docvec builds, one Qwen3VLGeometry each: its first fields, in order. The 2B and 8B are
@@ -233,8 +247,7 @@ class ColQwen3Geometry(Qwen3VLGeometry):
     def preprocessor_config(self) -> dict[str, Any]:
         """Qwen3-VL's processor with the pixel bounds of docvec's ColQwen3 profile (a ColQwen3 checkpoint
         keeps Qwen3-VL's processor; its card's token budget is the profile's ``max_pixels``)."""
-        low, high = COLQWEN3.min_pixels, COLQWEN3.max_pixels
-        return super().preprocessor_config() | {"size": {"longest_edge": high, "shortest_edge": low}}
+        return qwen3vl_preprocessor(self, COLQWEN3.min_pixels, COLQWEN3.max_pixels)
 
     def stored_tensors(self, config: Any) -> list[TensorSpec]:
         """Qwen3-VL's tensors and the head's."""
