@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -124,3 +125,90 @@ def test_a_command_waits_for_another_to_finish(tmp_path: Path, documents: Path, 
     with Index.open(env["DOCVEC_DATA_DIR"]):
         r = docvec("search", "x", env={**env, "DOCVEC_STORE_WAIT_S": "1"})
     assert r.returncode == 2 and str(os.getpid()) in r.stderr and "waited 1 s" in r.stderr
+
+
+#: a docvec command whose every page takes a second more to embed: a long ingest or reindex, as it were
+_SLOW_PAGES = (
+    "import time\n"
+    "from docvec._pipeline import _ingest\n"
+    "_embed = _ingest.Ingestor._embed\n"
+    "def slow(self, page):\n"
+    "    time.sleep(1.0)\n"
+    "    return _embed(self, page)\n"
+    "_ingest.Ingestor._embed = slow\n"
+)
+
+
+def _slow_docvec(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    code = f"import sys\n{_SLOW_PAGES}from docvec._cli import app\napp(sys.argv[1:])\n"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+
+
+def _answered_while(
+    proc: subprocess.Popen[str], *args: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``docvec ARGS`` from another shell once ``proc`` holds the store and works (its first pages)."""
+    data = Path(env["DOCVEC_DATA_DIR"])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(p.name == ".owner.json" and "reads_only" in p.read_text() for p in data.rglob(".owner.json")):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the command ended before it was asked anything"
+    started = time.monotonic()
+    r = docvec(*args, env={**env, "DOCVEC_STORE_WAIT_S": "600"})
+    assert proc.poll() is None, "the answer came only after the command's end"
+    assert time.monotonic() - started < 60
+    return r
+
+
+@pytest.mark.parametrize("command", ["reindex", "ingest"])
+def test_searches_go_on_while_a_command_holds_the_store(
+    command: str, tmp_path: Path, documents: Path, tiny_dir: Path
+) -> None:
+    env = _env(tmp_path / "data", tiny_dir)
+    pdf = documents / "pysamples__pdflatex-4-pages.pdf"
+    assert docvec("ingest", str(documents / "pysamples__smile.png"), env=env).returncode == 0
+    if command == "reindex":  # pages enough for the reindex to take a while
+        assert docvec("ingest", str(pdf), env=env).returncode == 0
+    args = ["reindex", "--max-pixels", str(TINY * 2)] if command == "reindex" else ["ingest", str(pdf)]
+    proc = _slow_docvec(*args, env=env)
+    try:
+        found = _answered_while(proc, "search", "a smiling face", "-k", "10", "--json", env=env)
+        assert found.returncode == 0, found.stderr
+        assert "sending this to http://127.0.0.1:" in found.stderr
+        sources = [h["source"] for h in json.loads(found.stdout)]
+        # the live version's pages: all five during a reindex; during the ingest, the document being
+        # written is not searchable yet
+        smile = str(documents / "pysamples__smile.png")
+        assert sorted(set(sources)) == ([str(pdf), smile] if command == "reindex" else [smile]), sources
+        listed = docvec("documents", "--json", env=env)
+        assert listed.returncode == 0 and proc.poll() is None, listed.stderr
+        # the command's server refuses writes, whoever sends them, with the owner's token too
+        owner = next(json.loads(p.read_text()) for p in (tmp_path / "data").rglob(".owner.json"))
+        doc_id = json.loads(listed.stdout)[0]["doc_id"]
+        refused = httpx.delete(f"{owner['api']}/documents/{doc_id}", headers={"x-api-key": owner["token"]})
+        assert refused.status_code == 503 and refused.json()["error"] == "StoreBusyError", refused.text
+        assert "answers searches only" in refused.json()["detail"]
+        # a write waits for the command's end, as before, and says what it waits for
+        writer = subprocess.Popen(
+            [DOCVEC, "delete", str(documents / "pysamples__smile.png")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env, "DOCVEC_STORE_WAIT_S": "600"},
+        )
+        assert writer.stderr is not None
+        assert "waiting for process" in writer.stderr.readline()
+        assert writer.poll() is None
+    finally:
+        _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    w_out, w_err = writer.communicate(timeout=300)
+    assert writer.returncode == 0 and "removed 1 page" in w_out, w_err

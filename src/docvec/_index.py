@@ -592,11 +592,17 @@ class Index(Closing):
     def _gc_grace(self) -> float:
         return GC_GRACE_S if self._store.backend.resolves_aliases else 0.0
 
-    def advertise(self, api: str, *, token: str) -> None:
+    def advertise(self, api: str, *, token: str, reads_only: bool = False) -> None:
         """Record in the embedded store's owner record that this process serves the index at ``api``: other
         docvec processes (commands, flows) then send their work there (:func:`docvec.connect`), with
-        ``token``, which the record keeps for this user's eyes only (the server takes it as its owner's)."""
-        self._store.advertise(api=api, token=token)
+        ``token``, which the record keeps for this user's eyes only (the server takes it as its owner's).
+        ``reads_only``: it answers searches and reads only (a command that holds the store); writers wait."""
+        self._store.advertise(api=api, token=token, **({"reads_only": True} if reads_only else {}))
+
+    def withdraw(self) -> None:
+        """Take back :meth:`advertise`: other processes wait for the store again instead of sending their
+        work here (a server about to stop)."""
+        self._store.advertise()
 
     # -- lifetime ------------------------------------------------------------------------------------
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
+from rich import box
+from rich.cells import cell_len
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Column, Table
 from rich.text import Text
 
 from .._config import Settings
@@ -34,6 +39,7 @@ __all__ = [
     "program",
     "read_index",
     "settings",
+    "show_table",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -99,26 +105,28 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def open_index(s: Settings, *, create: bool = True) -> IndexLike:
+def open_index(s: Settings, *, create: bool = True, reads_only: bool = False) -> IndexLike:
     """The index the command works on: its own, or the running server's when ``docvec serve`` holds the
-    embedded store (said in one line on stderr, as is waiting for another command to finish)."""
+    embedded store, or, for a command that only reads (``reads_only``), the command's that holds it (said
+    in one line on stderr, as is waiting for another command to finish)."""
     from .._connect import connect
 
     def say(message: str) -> None:
         err.print(message, style="dim", highlight=False, soft_wrap=True)
 
-    return connect(s, create=create, notify=say)
+    return connect(s, create=create, notify=say, reads_only=reads_only)
 
 
-def read_index(s: Settings) -> IndexLike:
-    """The index for a command that only reads (or removes what is there): never made by it. A data folder
+def read_index(s: Settings, *, removes: bool = False) -> IndexLike:
+    """The index for a command that only reads, or that only removes what is there (``removes``: it waits
+    for a command that holds the store, where a reader is answered by it): never made by it. A data folder
     that does not exist is an error naming it, not an empty index (a mistyped DOCVEC_DATA_DIR)."""
     if not s.qdrant_url and not s.data_dir.is_dir():
         raise NotFoundError(
             f"there is no docvec data folder at {s.data_dir} (DOCVEC_DATA_DIR): nothing is indexed there; "
             "`docvec ingest PATH` makes it"
         )
-    return open_index(s, create=False)
+    return open_index(s, create=False, reads_only=not removes)
 
 
 def settings(*, log_level: str | None = None, **overrides: Any) -> Settings:
@@ -172,3 +180,110 @@ def marked(snippet: Snippet) -> Text:
     for start, end in snippet.marks:
         shown.stylize("bold", start, end)
     return shown
+
+
+def show_table(
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str | Text]],
+    *,
+    console: Console | None = None,
+    optional: Sequence[str] = (),
+) -> list[str]:
+    """Print ``rows`` under ``columns`` at the console's width (a pipe's is 80, or COLUMNS) without ever
+    breaking a word: names and ids stay whole, to be read and copied. The columns whose headers
+    ``optional`` names are left out, in that order, until the table fits; rows that fit in no table are
+    printed one record each (``header: value``, every column). The headers left out, for the caller to
+    say where to find them.
+
+    Cells are plain text (a file name with brackets in it is no markup)."""
+    console = console or out
+    cells = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
+    shown = list(range(len(columns)))
+    for header in (None, *optional):
+        if header is not None:
+            shown = [i for i in shown if columns[i].header != header]
+        table = Table(
+            *(dataclasses.replace(columns[i], _cells=[]) for i in shown),
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 1, 0, 0),
+        )
+        for row in cells:
+            table.add_row(*(row[i] for i in shown))
+        if _fit(table, console):
+            console.print(table)
+            return [str(columns[i].header) for i in range(len(columns)) if i not in shown]
+    _show_records([str(c.header) for c in columns], cells, console)
+    return []
+
+
+def _fit(table: Table, console: Console) -> bool:
+    """Give each column of ``table`` a width such that it fits the console and no cell breaks a word (a
+    column is at least as wide as its longest word, a ``no_wrap`` one as its longest line); False when
+    the console is too narrow for that. Rich's own squeezing narrows the widest columns first, words or
+    not."""
+    wide = console.options.update_width(1 << 16)
+    ranges: list[tuple[int, int]] = []
+    for column in table.columns:
+        sizes = [Measurement.get(console, wide, c) for c in (column.header, *column.cells)]
+        longest = max(m.maximum for m in sizes)
+        ranges.append((longest if column.no_wrap else max(m.minimum for m in sizes), longest))
+    # the borders and padding: what the table measures beyond its columns, each one wide
+    for column in table.columns:
+        column.width = 1
+    room = console.width - (Measurement.get(console, wide, table).maximum - len(table.columns))
+    for column in table.columns:
+        column.width = None
+    if sum(most for _, most in ranges) <= room:
+        return True  # every cell on one line: Rich lays it out as it is
+    widths = [least for least, _ in ranges]
+    spare = room - sum(widths)
+    if spare < 0:
+        return False
+    # what is left goes to the columns that wrap, in proportion to what each would take to wrap no more
+    wants = [most - least for least, most in ranges]
+    while spare > 0 and any(wants):
+        total = sum(wants)
+        gives = [min(w, spare * w // total) for w in wants]
+        if not any(gives):
+            gives[wants.index(max(wants))] = 1
+        widths = [w + g for w, g in zip(widths, gives, strict=True)]
+        wants = [w - g for w, g in zip(wants, gives, strict=True)]
+        spare -= sum(gives)
+    for column, width in zip(table.columns, widths, strict=True):
+        column.width = width
+    return True
+
+
+def _show_records(headers: list[str], rows: list[list[Text]], console: Console) -> None:
+    """Each row as a record: its first cell, then ``header: value`` for each other one that has a value,
+    filled into lines of the console's width and broken between words only."""
+    width = console.width
+    for row in rows:
+        # a cell of several lines (a model's scores) is one value of several parts
+        first, *rest = (
+            "; ".join(" ".join(ln.split()) for ln in c.plain.splitlines() if ln.strip()) for c in row
+        )
+        fields = [first, *(f"{h}: {v}" for h, v in zip(headers[1:], rest, strict=True) if v)]
+        lines = [""]
+        for field in fields:
+            for word_group in _fill(field, width - 2):
+                line = lines[-1]
+                if line and cell_len(line) + 2 + cell_len(word_group) > width:
+                    lines.append("  " + word_group)
+                else:
+                    lines[-1] = f"{line}  {word_group}" if line else word_group
+        for line in lines:
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
+def _fill(text: str, width: int) -> list[str]:
+    """``text`` in pieces no wider than ``width``, broken between words only (a longer word stays whole)."""
+    pieces = [""]
+    for word in text.split(" "):
+        if pieces[-1] and cell_len(pieces[-1]) + 1 + cell_len(word) > width:
+            pieces.append(word)
+        else:
+            pieces[-1] = f"{pieces[-1]} {word}" if pieces[-1] else word
+    return pieces

@@ -42,6 +42,7 @@ from ._common import (
     settings,
 )
 from ._progress import IngestDisplay
+from ._sharing import answering_reads
 
 __all__: list[str] = []  # commands register themselves on the app
 
@@ -84,7 +85,7 @@ def ingest(
     s = settings(model=model, collection=collection, multivector=multivector)
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
     try:
-        with errors(), open_index(s) as index, display:
+        with errors(), open_index(s) as index, answering_reads(index, s, command="ingest"), display:
             try:
                 report = index.add(paths, tags=tag or (), recursive=recursive, prune=prune, progress=display)
             except StoreError as e:
@@ -183,7 +184,7 @@ def delete(
     given = os.path.expanduser(target)
     if os.path.exists(given) or os.sep in given:
         target = os.path.abspath(given)
-    with errors(), read_index(s) as index:
+    with errors(), read_index(s, removes=True) as index:
         named = _named_by(index, target)  # before they go: the answer names them, not the id's first digits
         n = index.delete(target)
     if not n:

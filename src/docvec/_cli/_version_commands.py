@@ -23,6 +23,7 @@ from ._common import (
     settings,
 )
 from ._progress import IngestDisplay
+from ._sharing import answering_reads
 
 __all__: list[str] = []  # commands register themselves on the app
 
@@ -79,7 +80,7 @@ def reindex(
             spec = checked(
                 ReindexSpec, **options, token_pool=token_pool, drop_old=drop_old, allow_loss=allow_loss
             )
-            with open_index(s) as index, display:
+            with open_index(s) as index, answering_reads(index, s, command="reindex"), display:
                 report = index.reindex(spec, progress=display)
     except KeyboardInterrupt:
         err.print(
@@ -151,7 +152,7 @@ def drop_version(
 ) -> None:
     """Delete a version of the collection that is not live, and the page images no version uses any more."""
     s = settings(collection=collection)
-    with errors(), read_index(s) as index:
+    with errors(), read_index(s, removes=True) as index:
         freed = index.drop_version(version)
     out.print(
         f"dropped {version}; page store: {freed.files_removed} files removed ({freed.bytes_freed} bytes)",
@@ -164,7 +165,7 @@ def gc(collection: CollectionOption = None, as_json: JsonFlag = False) -> None:
     """Remove the page images that no version of any collection shows, and the uploaded files no document
     uses and no queued upload needs (--json: the counts)."""
     s = settings(collection=collection)
-    with errors(), read_index(s) as index:
+    with errors(), read_index(s, removes=True) as index:
         report = index.gc()
     if as_json:
         sys.stdout.write(report.model_dump_json() + "\n")

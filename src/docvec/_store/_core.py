@@ -503,7 +503,8 @@ class Store(Closing):
 
     def advertise(self, **fields: Any) -> None:
         """Tell other processes that find the embedded store held by this one ``fields`` (a server: the
-        URL it answers at); nothing with a Qdrant server, which every process uses directly."""
+        URL it answers at; nothing: take back what was said); nothing with a Qdrant server, which every
+        process uses directly."""
         self._check_open()
         self.backend.advertise(fields)
 

@@ -95,8 +95,8 @@ class OwnerLock:
         self._write()
 
     def advertise(self, fields: dict[str, Any]) -> None:
-        """Add ``fields`` to the owner record (a server says where it listens, so that other docvec
-        processes send it their work instead of failing on the lock)."""
+        """Set what the owner record says beside who holds the store to ``fields`` (a server says where it
+        listens, so that other docvec processes send it their work instead of waiting; none: take it back)."""
         self.acquire()
         self._write(fields)
 

@@ -20,6 +20,7 @@ from ._errors import install_error_handlers
 from ._guard import Guard
 from ._jobs import Jobs
 from ._models import ErrorResponse
+from ._reads import ReadsOnly
 from ._routes import router
 
 __all__ = ["create_app"]
@@ -27,7 +28,7 @@ __all__ = ["create_app"]
 log = logging.getLogger("docvec")
 
 
-def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
+def create_app(settings: Settings, *, index: Index | None = None, reads_only: str | None = None) -> FastAPI:
     """The docvec API for ``settings``; the model and the stores are opened when the app starts.
 
     Who may do what (``settings.api_key``, ``operator_key``, ``ingest_roots``, ``trusted_proxies``,
@@ -36,6 +37,10 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
     ``settings.max_upload_mb`` bounds ``POST /documents``. ``index``, when given, is an open (and prepared)
     index the app serves instead, and leaves open for its owner (``docvec serve`` opens it first, to report
     a failure in one line).
+
+    ``reads_only``, when given, names a command that holds the store and writes to it: the app then answers
+    searches and reads only (:class:`~docvec.api._reads.ReadsOnly`), runs no jobs, and loads the model at
+    the first search instead of at its start (most commands end without one).
     """
 
     @asynccontextmanager
@@ -43,11 +48,12 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
         # One owner of the embedded store: this process, for its whole life.
         with contextlib.ExitStack() as stack:
             served = index or stack.enter_context(Index.open(settings))
-            served.prepare()  # a bad model fails now, not at the first request
             app.state.index = served
-            # resumes the uploads a stop or a crash left queued
-            app.state.jobs = jobs = Jobs(app.state.redact, index=served)
-            stack.callback(jobs.close)  # before the index closes: the running job stops at its next page
+            if reads_only is None:
+                served.prepare()  # a bad model fails now, not at the first request
+                # resumes the uploads a stop or a crash left queued
+                app.state.jobs = jobs = Jobs(app.state.redact, index=served)
+                stack.callback(jobs.close)  # before the index closes: the running job stops at its next page
             log.info("serving %s from %s", settings.collection, settings.data_dir)
             try:
                 yield
@@ -76,6 +82,10 @@ def create_app(settings: Settings, *, index: Index | None = None) -> FastAPI:
     # the server's own folders never reach a client's error message
     app.state.redact = install_error_handlers(app, hide={str(settings.data_dir): "<data folder>"})
     app.state.access = access = Access(settings)
+    if reads_only is not None:
+        # added first, so inside the guard: a caller without the right to read is told that first, and the
+        # refusal carries the headers every answer does
+        app.add_middleware(ReadsOnly, holder=reads_only)
     app.add_middleware(Guard, access=access, upload_limit=app.state.upload_limit)
     if settings.trusted_proxies:
         # outermost: the guard judges the client the proxy names, and only a trusted proxy may name one
