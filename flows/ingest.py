@@ -29,7 +29,7 @@ from pathlib import Path
 # it as a deployment's entrypoint
 import _offline  # noqa: F401  (before prefect: telemetry off)
 from _limits import hold_slots
-from _states import failed, report_of
+from _states import failed, failures_line, report_of
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, State
@@ -97,7 +97,7 @@ def ingest_flow(
     for failure in total.failures:
         logger.warning(f"failed: {failure}")
     if len(total.failures) > max_failures:
-        return failed(f"{len(total.failures)} failures (max_failures={max_failures})", total)
+        return failed(failures_line(total.failures, f" (max_failures={max_failures})"), total)
     return Completed(message=total.summary(), data=total)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 # the flows' own modules: this file's folder is on sys.path when it runs as a script and when Prefect loads
 # it as a deployment's entrypoint
 import _offline  # noqa: F401  (before prefect: telemetry off)
+import _states  # noqa: F401  (a bad line is one line in the run's log, not a traceback)
 from _limits import hold_slots
 from _queries import read_queries, write_results
 from prefect import flow, get_run_logger, task

@@ -24,7 +24,7 @@ import argparse
 # it as a deployment's entrypoint
 import _offline  # noqa: F401  (before prefect: telemetry off)
 from _limits import hold_slots
-from _states import failed, report_of
+from _states import failed, failures_line, report_of
 from prefect import flow, get_run_logger
 from prefect.states import Completed, State
 
@@ -49,7 +49,7 @@ def reindex_flow(spec: ReindexSpec | None = None) -> State:
     if report.pages_missing and not report.switched:
         return failed(f"not switched: {report.summary()}", report)
     if report.failures:
-        return failed(f"{len(report.failures)} failures: {report.summary()}", report)
+        return failed(f"{failures_line(report.failures)}; {report.summary()}", report)
     return Completed(message=report.summary(), data=report)
 
 

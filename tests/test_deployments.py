@@ -1,6 +1,7 @@
-"""prefect.yaml's deployments end to end, as an operator runs them (docs/prefect.md): a real Prefect server
-(`prefect server start`, SQLite), the `docvec` process work pool, the global concurrency limits, `prefect
-deploy`, and a `prefect worker start --run-once` that runs the flow runs in processes of their own.
+"""prefect.yaml's deployments end to end, as an operator runs them (docs/prefect.md, in its order): a run
+without a server first, then a real Prefect server (`prefect server start`, SQLite) on the same
+PREFECT_HOME, the set-up commands read from the page, the global concurrency limits, and a `prefect worker
+start --run-once` that runs the flow runs in processes of their own.
 
 The worker starts in a folder of its own: only the deployments' pull step tells the flow runs where the
 flows are. The flow runs use the tiny test model and a temporary data folder (the worker's environment).
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -28,15 +31,18 @@ import psutil
 import pytest
 import yaml
 from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
 from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-from prefect.client.schemas.objects import FlowRun, StateType
+from prefect.client.schemas.objects import FlowRun, Log, StateType
 
 from docvec import Index, Settings
 
 from .helpers import SMALL, copy_documents
 
 ROOT = Path(__file__).resolve().parents[1]
-PREFECT = str(Path(sys.executable).parent / "prefect")
+BIN = Path(sys.executable).parent
+PREFECT = str(BIN / "prefect")
+GUIDE = ROOT / "docs" / "prefect.md"
 #: the documents the scheduled deployment indexes (copied from tests/data/documents), and their pages
 PAGES_OF = {
     "pysamples__minimal-document.pdf": 1,
@@ -123,6 +129,23 @@ class Server:
         )
         return output
 
+    def shell(self, line: str, timeout: float = 180) -> str:
+        """Run a shell line of docs/prefect.md from the repository root, with the virtual environment on
+        PATH (as the page asks); its output, or a failure."""
+        env = self.env | {"PATH": f"{BIN}{os.pathsep}{self.env.get('PATH', '')}"}
+        r = subprocess.run(
+            ["bash", "-c", line],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        output = r.stdout + r.stderr
+        assert r.returncode == 0, f"{line}\nexited {r.returncode}:\n{output}\n{self.process.tail()}"
+        return output
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -130,14 +153,48 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _code_block(heading: str) -> str:
+    """The first ```sh block of docs/prefect.md after ``heading``."""
+    text = GUIDE.read_text(encoding="utf-8")
+    return text[text.index(heading) :].split("```sh", 1)[1].split("```", 1)[0]
+
+
+def _clean_env() -> dict[str, str]:
+    """This process's environment without Prefect's settings and without a Qdrant server."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_") and k != "DOCVEC_QDRANT_URL"}
+
+
+def _worker_env(tiny_dir: Path, data: Path) -> dict[str, str]:
+    return {
+        "DOCVEC_DATA_DIR": str(data),
+        "DOCVEC_MODEL": str(tiny_dir),
+        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
+    }
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """`prefect server start` on a free port with a temporary PREFECT_HOME, healthy; stopped at the end."""
+def home(tmp_path_factory: pytest.TempPathFactory, sources: Path, tiny_dir: Path) -> Path:
+    """A PREFECT_HOME where the page's first command ran, as a new user runs it before any server: `python
+    flows/ingest.py ~/papers --prune`, whose temporary server keeps its database (with the limits the run
+    made) there."""
     home = tmp_path_factory.mktemp("prefect-home")
+    first = _code_block("All three run without a server").splitlines()[1]
+    args = shlex.split(first, comments=True)
+    assert args[:2] == ["python", "flows/ingest.py"], first
+    args = [sys.executable, args[1], str(sources), *args[3:]]
+    env = _clean_env() | _worker_env(tiny_dir, tmp_path_factory.mktemp("serverless-data"))
+    env |= {"PREFECT_HOME": str(home), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"}
+    r = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=WORKER_S)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return home
+
+
+@pytest.fixture(scope="module")
+def server(home: Path) -> Iterator[Server]:
+    """`prefect server start` on a free port with ``home`` as PREFECT_HOME, healthy; stopped at the end."""
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_") and k != "DOCVEC_QDRANT_URL"}
-    env |= {
+    env = _clean_env() | {
         "PREFECT_HOME": str(home),
         "PREFECT_API_URL": api,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -180,27 +237,69 @@ def sources(tmp_path_factory: pytest.TempPathFactory, documents: Path) -> Path:
     return copy_documents(documents, tmp_path_factory.mktemp("sources"), PAGES_OF)
 
 
+def _set_up(sources: Path) -> list[str]:
+    """The lines of docs/prefect.md's set-up, ``sources`` for ``$HOME/papers``: all but the exports (the
+    server's environment has them), `prefect server start` (the fixture's) and `prefect worker start` (each
+    test starts its own, `--run-once`)."""
+    lines = []
+    for line in _code_block("## Set-up on one machine").splitlines():
+        words = shlex.split(line, comments=True)
+        if not words or words[0] == "export" or words[:2] in (["prefect", "server"], ["prefect", "worker"]):
+            continue
+        assert "$" not in line.replace("$HOME/papers", ""), line  # nothing else of the user's shell
+        lines.append(line.replace("$HOME/papers", str(sources)))
+    return lines
+
+
+def _raise_embed(server: Server, slots: int) -> None:
+    """docs/prefect.md's command that sets docvec-embed for more model instances, with ``slots``."""
+    line = _code_block("## More workers on more machines").split("#")[0].strip()
+    assert line.count("--limit 8") == 2, line
+    server.shell(line.replace("--limit 8", f"--limit {slots}"))
+
+
 @pytest.fixture(scope="module")
 def deployed(server: Server, sources: Path) -> Server:
-    """The set-up of docs/prefect.md: the pool, the limits (docvec-embed raised to 2, as an operator with
-    two model instances would), the deployments of prefect.yaml, then the sources set by deploying again."""
-    server.cli("work-pool", "create", "docvec", "--type", "process")
-    server.cli("gcl", "create", "docvec-store-writes", "--limit", "1")
-    server.cli("gcl", "create", "docvec-embed", "--limit", "2")
-    server.cli("--no-prompt", "deploy", "--all")
-    paths = json.dumps([str(sources)])
-    server.cli("--no-prompt", "deploy", "--name", "scheduled", "--param", f"paths={paths}")
+    """The set-up of docs/prefect.md: the pool, the deployments of prefect.yaml, the sources set by
+    deploying again; then docvec-embed raised to 2, as an operator with two model instances would."""
+    for line in _set_up(sources):
+        server.shell(line)
+    _raise_embed(server, 2)
     return server
+
+
+def test_the_set_up_runs_after_runs_without_a_server_and_again(server: Server, sources: Path) -> None:
+    """The page in order: its runs without a server made the limits in PREFECT_HOME's database, which the
+    server then uses; the set-up still goes through, twice, and leaves them be."""
+    client = server.client
+    made = {
+        n: client.read_global_concurrency_limit_by_name(n) for n in ("docvec-store-writes", "docvec-embed")
+    }
+    assert {n: gcl.limit for n, gcl in made.items()} == {"docvec-store-writes": 1, "docvec-embed": 1}
+    client.update_global_concurrency_limit(  # as an operator may have raised it before
+        "docvec-embed", GlobalConcurrencyLimitUpdate(limit=3)
+    )
+    for _ in range(2):
+        for line in _set_up(sources):
+            server.shell(line)
+    deployment = client.read_deployment_by_name("docvec-ingest/scheduled")
+    assert deployment.work_pool_name == "docvec" and deployment.parameters["paths"] == [str(sources)]
+    for name, limit in (("docvec-store-writes", 1), ("docvec-embed", 3)):
+        gcl = client.read_global_concurrency_limit_by_name(name)
+        assert (gcl.id, gcl.limit) == (made[name].id, limit), name
+
+    # raising docvec-embed, as the page says, on a server where a run made it and on one where none did
+    _raise_embed(server, 4)
+    assert client.read_global_concurrency_limit_by_name("docvec-embed").limit == 4
+    client.delete_global_concurrency_limit_by_name("docvec-embed")
+    _raise_embed(server, 5)
+    assert client.read_global_concurrency_limit_by_name("docvec-embed").limit == 5
 
 
 def _worker(server: Server, tmp: Path, tiny_dir: Path, data: Path) -> Process:
     """`prefect worker start --pool docvec --run-once` in a folder of its own: it takes the runs that are due,
     runs them, and exits when they are done."""
-    env = server.env | {
-        "DOCVEC_DATA_DIR": str(data),
-        "DOCVEC_MODEL": str(tiny_dir),
-        "DOCVEC_EMBED__MAX_PIXELS": str(SMALL),
-    }
+    env = server.env | _worker_env(tiny_dir, data)
     cwd = tmp / "worker"
     cwd.mkdir(exist_ok=True)
     args = [PREFECT, "worker", "start", "--pool", "docvec", "--run-once"]
@@ -384,24 +483,57 @@ def test_overlapping_runs_wait_for_the_store_and_index_once(
             assert pages == list(range(1, PAGES_OF[doc.name] + 1)), doc.name
 
 
-def test_a_failed_run_under_a_worker_is_failed_not_an_engine_error(
+def _records(server: Server, run_id: UUID) -> list[Log]:
+    logs = server.client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])), limit=200)
+    return sorted(logs, key=lambda log: log.timestamp)
+
+
+def test_failed_runs_log_why_in_one_line_not_a_traceback(
     deployed: Server, tiny_dir: Path, tmp_path: Path
 ) -> None:
+    """A scheduled run failed by a bad file, and a batch of queries with a bad line, under a worker: each run
+    is Failed, its message says which file and why, and its log has that as one ERROR line, without the
+    traceback of a crash."""
     server = deployed
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "broken.pdf").write_bytes(b"%PDF-1.7 not really\n")
+    broken = bad / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.7 not really\n")
     paths = json.dumps([str(bad)])
-    run_id = _run_id(server.cli("deployment", "run", "docvec-ingest/scheduled", "--param", f"paths={paths}"))
+    ingest = _run_id(server.cli("deployment", "run", "docvec-ingest/scheduled", "--param", f"paths={paths}"))
+    queries = tmp_path / "queries.txt"
+    queries.write_text('total amount due\n{"query": "a smiling face", "k": 0}\n')
+    query = _run_id(
+        server.cli(
+            "deployment",
+            "run",
+            "docvec-query/batch",
+            "--param",
+            f"queries={queries}",
+            "--param",
+            "out=/dev/null",
+        )
+    )
     worker = _worker(server, tmp_path, tiny_dir, tmp_path / "data")
-    _finish(worker, server, _describe(server, [run_id]))
-    run = server.client.read_flow_run(run_id)
-    assert run.state and run.state.type == StateType.FAILED, _describe(server, [run_id])()
-    assert run.state.message == "1 failures (max_failures=0)"
-    logs = "\n".join(_logs(server, [run_id])[run_id])
-    assert "failed 1 document, 0 pages" in logs and "broken.pdf" in logs, logs
-    everything = logs + worker.log.read_text(errors="replace")
-    for sign in ("TypeError", "cannot be resolved into an exception", "rash"):
+    _finish(worker, server, _describe(server, [ingest, query]))
+    describe = _describe(server, [ingest, query])
+    everything = describe() + worker.log.read_text(errors="replace")
+    for sign in ("Traceback", "unexpected exception", "TypeError", "rash"):
         assert sign not in everything, f"{sign!r} in the logs\n{everything[-6000:]}"
-    # Prefect's engine under a worker logs every Failed run's exception once it is over: ours says why
-    assert "RunFailed: 1 failures (max_failures=0)" in everything, everything[-6000:]
+
+    run = server.client.read_flow_run(ingest)
+    assert run.state and run.state.type == StateType.FAILED, describe()
+    message = run.state.message or ""
+    assert message.startswith(f"1 failure (max_failures=0): {broken}: ") and "\n" not in message, message
+    records = _records(server, ingest)
+    assert [r.message for r in records if r.level >= logging.ERROR] == [message], describe()
+    assert f"failed: {message.split(': ', 1)[1]}" in [
+        r.message for r in records if r.level == logging.WARNING
+    ]
+
+    run = server.client.read_flow_run(query)
+    assert run.state and run.state.type == StateType.FAILED, describe()
+    why = f"InputError: {queries}: line 2: k must be"
+    assert why in (run.state.message or ""), describe()
+    errors = [r.message for r in _records(server, query) if r.level >= logging.ERROR]
+    assert len([m for m in errors if m.startswith(why)]) == 1, describe()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from docvec import Embedder, Index, IngestReport, ReindexSpec, Settings
+from docvec import Embedder, Index, IngestFailure, IngestReport, ReindexSpec, Settings
 
 from .documents import FILLER, RARE, filler_pdfs
 from .helpers import ROOT, SMALL, index_settings, load_flow
@@ -48,10 +48,13 @@ def test_ingest_flow_indexes_then_skips(
     run_logger.addHandler(handler)
     monkeypatch.setattr(run_logger, "level", logging.INFO)
     state = flow([str(docs)], tags=["via=prefect"], return_state=True)
-    assert state.is_failed() and "1 failures" in (state.message or "")
     first: IngestReport = module.report_of(state)  # type: ignore[attr-defined]
     assert (first.documents_indexed, first.pages_indexed, first.documents_failed) == (2, 2, 1)
     assert "not a document" in first.failures[0].reason
+    # the state's message, what the UI's list of runs shows, says which file and why
+    assert state.is_failed()
+    bad = docs / "qpdf__bad1.pdf"
+    assert state.message == f"1 failure (max_failures=0): {bad}: {first.failures[0].reason}"
     run_logger.removeHandler(handler)
     logged = [(r.levelname, r.getMessage()) for r in records]
     assert ("INFO", first.summary()) in logged  # the run's log says what it did...
@@ -65,6 +68,59 @@ def test_ingest_flow_indexes_then_skips(
         live = [v.profile for v in index.versions() if v.live]
     assert len(payloads) == 2 and all(p["tags"] == ["again=yes", "via=prefect"] for p in payloads)
     assert live == [{"tiny_dir": "jina-embeddings-v4", "qwen3vl_dir": "qwen3-vl-embedding"}[model]]
+
+
+def _run_records(monkeypatch: pytest.MonkeyPatch) -> list[logging.LogRecord]:
+    """The records of Prefect's flow-run and task-run loggers from now on (they do not propagate), as their
+    handlers get them."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logger = logging.getLogger(name)
+        monkeypatch.setattr(logger, "handlers", [*logger.handlers, handler])  # until the test's end
+        monkeypatch.setattr(logger, "level", logging.INFO)
+    return records
+
+
+def test_a_docvec_error_is_one_line_in_the_runs_log_and_a_crash_keeps_its_traceback(
+    prefect_harness: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCVEC_DATA_DIR", str(tmp_path / "data"))
+    module = load_flow("query")
+    queries = tmp_path / "queries.txt"
+    queries.write_text('total amount due\n{"query": "a smiling face", "k": 0}\n')
+
+    records = _run_records(monkeypatch)
+    state = module.query_flow(str(queries), str(tmp_path / "out"), return_state=True)  # type: ignore[attr-defined]
+    assert state.is_failed()
+    why = f"InputError: {queries}: line 2: k must be"
+    assert why in (state.message or "")
+    assert not [r for r in records if r.exc_info or r.exc_text], [r.getMessage() for r in records]
+    # the task, the flow and the engine each log the one exception; it reads once, where it arose
+    errors = [r for r in records if r.levelno >= logging.ERROR and r.getMessage().startswith(why)]
+    assert [r.name for r in errors] == ["prefect.task_runs"], [r.getMessage() for r in records]
+
+    # an exception docvec did not mean is a crash: its traceback is kept, for whoever must fix it
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("not a docvec error")
+
+    monkeypatch.setattr(module, "read_queries", crash)
+    records.clear()
+    state = module.query_flow(str(queries), str(tmp_path / "out"), return_state=True)  # type: ignore[attr-defined]
+    assert state.is_failed()
+    crashed = [r for r in records if r.exc_info and isinstance(r.exc_info[1], RuntimeError)]
+    assert {r.name for r in crashed} == {"prefect.task_runs", "prefect.flow_runs"}, crashed
+    assert all("Traceback" in logging.Formatter().format(r) for r in crashed)
+
+
+def test_a_failed_runs_message_counts_its_failures_and_names_the_first() -> None:
+    failures_line = load_flow("ingest").failures_line  # type: ignore[attr-defined]
+    one = [IngestFailure(path="/srv/a.pdf", reason="corrupt")]
+    assert failures_line(one, " (max_failures=0)") == "1 failure (max_failures=0): /srv/a.pdf: corrupt"
+    three = [*one, IngestFailure(path="/srv/b.pdf", page=2, reason="x"), IngestFailure(path="/c", reason="y")]
+    assert failures_line(three) == "3 failures: /srv/a.pdf: corrupt (and 2 more, each in the run's log)"
+    assert failures_line([], " (max_failures=-1)") == "0 failures (max_failures=-1)"
 
 
 def test_query_flow_reranks_each_query(
