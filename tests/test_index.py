@@ -5,6 +5,7 @@ page's whole text, OCR, and `reindex --text`, which embeds no page again."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -334,3 +335,79 @@ def test_the_text_settings_are_checked_when_read() -> None:
     with pytest.raises(ValidationError, match="ocr"):
         Settings(ocr="maybe")  # type: ignore[arg-type]
     assert Settings(text_stemmer="none").text_stemmer == "none"
+
+
+def test_pages_indexed_while_ocr_is_missing_are_known_and_reindex_text_reads_them_without_embedding(
+    tmp_path: Path, small_embedder: Embedder, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scan = scan_pdf(tmp_path / "scan.pdf")
+    born_digital = filler_pdfs(tmp_path / "docs", rare_on=0)[:1]
+    data = tmp_path / "data"
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no tesseract on it
+    with Index.open(_text_settings(data, tiny_dir, ocr="auto"), embedder=small_embedder) as index:
+        report = index.add([scan, *born_digital])
+        assert report.ok and report.pages_unread == 1, report
+        assert "1 page without OCR's text" in report.summary()
+        by_name = {d.name: d.doc_id for d in index.documents().documents}
+        assert index.pages_of(by_name["scan.pdf"])[0].text_from == "unread"
+        assert index.pages_of(by_name[born_digital[0].name])[0].text_from == "pdf"
+        # still no OCR: nothing to do yet, and the note says why
+        waiting = index.reindex(ReindexSpec(text=True))
+        assert waiting.new_version is None and "OCR still cannot run" in (waiting.note or ""), waiting
+        assert "tesseract" in (waiting.note or "")
+    monkeypatch.setenv("PATH", path)
+
+    def no_embedding(*args: object, **kwargs: object) -> None:
+        raise AssertionError("filling in the text embedded a page")
+
+    monkeypatch.setattr(Embedder, "embed_images", no_embedding)
+    with Index.open(_text_settings(data, tiny_dir, ocr="auto"), embedder=small_embedder) as index:
+        filled = index.reindex(ReindexSpec(text=True))
+        assert filled.switched and filled.pages_embedded == 0 and filled.pages_with_text == 2, filled
+        read = index.page_text(by_name["scan.pdf"], 1)
+        assert read.text_from == "ocr" and SCAN_LINES[0].split()[0] in read.text
+        word = max(SCAN_LINES[0].split(), key=len).strip(".,")
+        assert index.search(word, k=1, mode="text")[0].name == "scan.pdf"
+        assert index.reindex(ReindexSpec(text=True)).new_version is None  # nothing left unread
+
+
+def test_a_source_filter_names_a_path_or_a_documents_name_and_documents_are_listed_by_name(
+    tmp_path: Path, documents: Path, small_embedder: Embedder, tiny_dir: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(documents / "pysamples__minimal-document.pdf", docs / "Zeta.pdf")
+    page_image(200, 260, seed=3).save(docs / "alpha.png")
+    with Index.open(_settings(tmp_path, tiny_dir), embedder=small_embedder) as index:
+        assert index.add([docs]).ok
+        uploads = []
+        for seed, name in ((4, "memo.png"), (5, "beta.png"), (6, "memo.png")):
+            image = tmp_path / f"{seed}.png"
+            page_image(220, 300, seed=seed).save(image)
+            with image.open("rb") as f:
+                uploads.append(index.add_upload(f, name=name, limit=1 << 20))
+        # an upload's source is its kept copy: its name is the one it came with, and a filter takes it
+        memos = {u.doc_id for u in uploads if u.name == "memo.png"}
+        assert all(Path(u.source).parent == index.uploads for u in uploads)
+        by_name = index.search("x", k=10, filter=SearchFilter(source="memo.png"))
+        assert {h.doc_id for h in by_name} == memos and {h.name for h in by_name} == {"memo.png"}
+        # a file by its name, or by its path, or its folder's
+        for source in ("Zeta.pdf", str(docs / "Zeta.pdf")):
+            assert [h.name for h in index.search("x", k=10, filter=SearchFilter(source=source))] == [
+                "Zeta.pdf"
+            ]
+        assert len(index.search("x", k=10, filter=SearchFilter(source=str(docs)))) == 2
+        assert index.search("x", filter=SearchFilter(source="nothing.png")).hits == []
+        # a relative path names no stored source: said, not answered with nothing
+        with pytest.raises(InputError, match=r"filter source 'docs/Zeta\.pdf': a source is an absolute path"):
+            index.search("x", filter=SearchFilter(source="docs/Zeta.pdf"))
+        # --filter keeps a name a name, and makes a path absolute
+        assert SearchFilter.parse(["source=memo.png"]).source == "memo.png"
+        assert SearchFilter.parse(["source=./memo.png"]).source == str(Path.cwd() / "memo.png")
+        # by name, as a person reads a list (case aside), whatever their sources' paths
+        listed = index.documents().documents
+        assert [d.name for d in listed] == ["alpha.png", "beta.png", "memo.png", "memo.png", "Zeta.pdf"]
+        assert [d.doc_id for d in index.documents(offset=2, limit=2).documents] == [
+            d.doc_id for d in listed[2:4]
+        ]

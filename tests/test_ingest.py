@@ -425,29 +425,39 @@ def test_unattended_runs_print_progress_lines(docs: Path, settings: Settings) ->
     assert lines[-1].startswith(f"progress: {len(list((docs / 'sub').iterdir()))}/")
 
 
-def test_ctrl_c_says_what_was_kept_and_exits_130(tmp_path: Path, documents: Path, settings: Settings) -> None:
+def test_ctrl_c_keeps_every_page_embedded_says_so_and_the_rerun_counts_them(
+    tmp_path: Path, documents: Path, settings: Settings
+) -> None:
     folder = tmp_path / "k"
     folder.mkdir()
-    for i in range(6):
-        shutil.copy(documents / "pysamples__pdflatex-4-pages.pdf", folder / f"copy{i}.pdf")
-        with open(folder / f"copy{i}.pdf", "ab") as f:
-            f.write(b"\n%" + bytes([65 + i]))  # six different documents
-    proc = _cli(["ingest", str(folder), "--progress-every", "0"], _env(settings, tmp_path / "data"))
+    shutil.copy(documents / "pysamples__pdflatex-4-pages.pdf", folder / "a.pdf")
+    make_text_pdf(folder / "b-book.pdf", 20, lines=4)  # fewer pages than a batch: none written before Ctrl-C
+    env = _env(settings, tmp_path / "data")
+    proc = _cli(["ingest", str(folder), "--progress-every", "0"], env)
     assert proc.stderr is not None
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
-        if line.startswith("progress: 1/6 documents"):  # one done, the next one on its way
+        if line.startswith("progress: 1/2 documents, 7 pages"):  # the book's third page embedded
             break
     proc.send_signal(signal.SIGINT)
-    out, errs = proc.communicate(timeout=120)
+    _, errs = proc.communicate(timeout=120)
     assert proc.returncode == 130, errs[-2000:]
-    assert re.search(r"interrupted: [1-6] documents \(\d+ pages\) were indexed and are kept", errs)
-    assert "Traceback" not in errs
-    report = _cli(["ingest", str(folder), "--json"], _env(settings, tmp_path / "data"))
-    out, errs = report.communicate(timeout=600)
-    resumed = IngestReport.model_validate_json(out)
-    assert resumed.documents_skipped >= 1 and resumed.documents_indexed + resumed.documents_skipped == 6
+    said = re.search(
+        r"interrupted: 1 document \(4 pages\) indexed, and b-book.pdf's pages 1-(\d+) of 20 are kept", errs
+    )
+    assert said, errs[-2000:]
+    kept = int(said[1])
+    assert 3 <= kept < 20 and "Traceback" not in errs
+    # what it said is what is there: the book's first pages, written, the rest to come
+    listed = _docvec(["documents", "--json"], env, timeout=120)
+    book = next(d for d in json.loads(listed.stdout) if d["name"] == "b-book.pdf")
+    assert (book["state"], book["pages_written"]) == ("writing", kept), book
+    # the rerun goes on after them, and counts them
+    again = _docvec(["ingest", str(folder)], env, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"indexed 1 document ({20 - kept} pages, after the {kept} an interrupted run kept)" in again.stdout
+    assert "skipped 1 unchanged (4 pages)" in again.stdout
 
 
 def _run_killed_at(where: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -621,3 +631,44 @@ def test_an_xfa_form_is_indexed_without_advice_about_rebuilding_pdfium(
     assert r.returncode == 0, r.stderr
     assert IngestReport.model_validate_json(r.stdout).pages_indexed == 2
     assert "XFA" not in r.stderr and "pypdfium2" not in r.stderr
+
+
+def test_an_empty_folder_and_a_pattern_matching_nothing_find_nothing_and_say_so(
+    tmp_path: Path, documents: Path, settings: Settings
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("not a document")
+    found = discover([empty, tmp_path / "notes", tmp_path / "*.pdf", tmp_path / "missing.pdf"])
+    assert found.files == [] and found.empty == [str(empty), str(tmp_path / "notes"), str(tmp_path / "*.pdf")]
+    assert [f.path for f in found.failures] == [str(tmp_path / "missing.pdf")]  # a name that names nothing
+    env = _env(settings, tmp_path / "data")
+    r = _docvec(["ingest", str(empty), str(tmp_path / "*.pdf")], env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "failed 0 documents" in r.stdout, r.stdout  # finding nothing is no failure...
+    assert f"found no document in {empty}, {tmp_path / '*.pdf'}" in r.stdout  # ...and it is said
+
+
+def test_delete_a_folder_names_its_documents_asks_then_removes_them(
+    tmp_path: Path, documents: Path, settings: Settings
+) -> None:
+    folder = tmp_path / "f"
+    (folder / "sub").mkdir(parents=True)
+    shutil.copy(documents / "pysamples__minimal-document.pdf", folder / "one.pdf")
+    shutil.copy(documents / "pysamples__smile.png", folder / "sub" / "two.png")
+    shutil.copy(documents / "pysamples__pdflatex-4-pages.pdf", tmp_path / "elsewhere.pdf")
+    env = _env(settings, tmp_path / "data")
+    assert _docvec(["ingest", str(folder), str(tmp_path / "elsewhere.pdf")], env, timeout=600).returncode == 0
+    asked = _docvec(
+        ["delete", str(folder)], env, timeout=120
+    )  # not at a terminal: nothing asked, nothing done
+    assert asked.returncode == 1 and "add --yes" in asked.stderr, asked.stderr
+    assert "2 documents (2 pages) indexed from" in asked.stdout and "sub/two.png" in asked.stdout
+    gone = _docvec(["delete", str(folder), "--yes"], env, timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert f"removed 2 documents (2 pages) read from {folder}" in " ".join(gone.stdout.split())
+    left = json.loads(_docvec(["documents", "--json"], env, timeout=120).stdout)
+    assert [d["name"] for d in left] == ["elsewhere.pdf"]
+    again = _docvec(["delete", str(folder), "--yes"], env, timeout=120)
+    assert again.returncode == 1 and "no document indexed was read from" in again.stderr

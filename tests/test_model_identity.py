@@ -71,13 +71,20 @@ def test_search_with_another_model_of_the_same_names_is_refused(
     with (
         Index.open(_settings(data, tiny_other_dir)) as other,
         pytest.raises(
-            CollectionMismatchError, match=r"holds vectors of jina-embeddings-v4 \(tiny-qwen25vl-F16"
+            CollectionMismatchError,
+            # named as the user named them, told apart by their contents (the files' names are the same)
+            match=(
+                rf"made with the model '{tiny_dir}': tiny-qwen25vl-F16.gguf \[[0-9a-f]+\] "
+                rf"\(jina-embeddings-v4 family, 64-d\); the model setting names '{tiny_other_dir}': "
+                rf"tiny-qwen25vl-F16.gguf \[[0-9a-f]+\].*"
+                rf"Unset the model setting \(DOCVEC_MODEL.*or set it to '{tiny_dir}'\.$"
+            ),
         ),
     ):
         other.search("a smiling face", 1)
     # the command line says the same, in one line
     r = docvec("search", "a smiling face", "-m", str(tiny_other_dir), env=_env(data, tiny_dir))
-    assert r.returncode == 2 and "holds vectors of jina-embeddings-v4" in r.stderr, r.stderr
+    assert r.returncode == 2 and f"made with the model '{tiny_dir}'" in r.stderr, r.stderr
     with (
         Index.open(_settings(data, tiny_other_dir)) as other,
         pytest.raises(CollectionMismatchError, match=r"^collection 'docvec' at .* holds vectors of"),
@@ -95,6 +102,10 @@ def test_reindex_to_another_model_of_the_same_names_rebuilds(
     assert r.returncode == 0, r.stderr
     made = json.loads(r.stdout)
     assert made["switched"] and made["pages_embedded"] == 1, made
+    # this shell's DOCVEC_MODEL still names the old model: the command says what to do about it
+    said = " ".join(r.stderr.split())
+    assert f"still names '{tiny_dir}'" in said and f"set DOCVEC_MODEL={tiny_other_dir}" in said, said
+    assert "unset DOCVEC_MODEL" in said
     # the same again: now it was made with these files, and nothing is rebuilt
     again = json.loads(docvec("reindex", "--model", str(tiny_other_dir), "--json", env=env).stdout)
     assert not again["switched"] and "already" in again["note"]

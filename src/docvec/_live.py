@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from ._config import TEXT_MAX_CHARS, EmbedSettings, Settings
-from ._errors import CollectionNotFoundError, ConflictError
+from ._errors import CollectionNotFoundError, ConflictError, DocvecError
 from ._fileio import MB
 from ._model import Embedder, Reranker, resolve_model
 from ._model._registry import reranker_names
@@ -146,12 +146,15 @@ class LiveVersion:
         (:class:`~docvec.CollectionMismatchError` otherwise)."""
         embedder = self.embedder()
         if self._searched != version:
+            record = version_record(self.store, version)
+            assert self._fit is not None  # set by embedder()
             check_same_vectors(
                 recorded_info(self.store, version),
                 embedding_info(embedder),
                 collection=self.collection,
                 where=self.store.where,
                 for_search=True,
+                names=(record.model, self._fit.model) if record is not None and self._owns_model else None,
             )
             self._searched = version
         return embedder
@@ -177,6 +180,16 @@ class LiveVersion:
                     decode_budget=self.settings.render.max_memory_mb * MB,
                 )
             return self._reranker
+
+    def _model_name(self, embedder: Embedder) -> str:
+        """What a new version's record names as its model, for later processes to load: the model setting
+        where it names ``embedder``'s files; else (a caller's model the setting does not name) its files."""
+        if self._owns_model:
+            return self.settings.model
+        with contextlib.suppress(DocvecError):
+            if resolve_model(self.settings.model, cache_dir=self.settings.cache_dir)[0] == embedder.files:
+                return self.settings.model
+        return f"{embedder.files.language_model},{embedder.files.mmproj}"
 
     def _load(self, model: str, embed: EmbedSettings) -> Embedder:
         """The embedder for ``model`` with ``embed``: a view of the loaded model when only the vector size
@@ -213,7 +226,9 @@ class LiveVersion:
             version = self.version()
             info = pages_info(embedder, self._fit)
             if version is None:
-                record = new_record(info, self.settings.model, building=False, text=new_text(self.settings))
+                record = new_record(
+                    info, self._model_name(embedder), building=False, text=new_text(self.settings)
+                )
                 self.store.ensure_collection(
                     self.collection,
                     embedder.dim,

@@ -178,6 +178,7 @@ class Ingestor:
             documents_failed=len(found.failures),
             failures=found.failures,
             ignored=[str(p) for p in found.ignored],
+            empty=found.empty,
         )
         try:
             for done, path in enumerate(files):
@@ -264,6 +265,7 @@ class Ingestor:
             log.info("indexed %s (%d pages)", source, written)
             report.documents_indexed += 1
             report.pages_indexed += written
+            report.pages_resumed += state.written  # what the interrupted run before this one wrote
             report.documents_removed += self._remove_old_versions(source, document.doc_id)
         return report
 
@@ -330,29 +332,32 @@ class Ingestor:
         batch: list[Point] = []
         failed: list[IngestFailure] = []
         written = state.written
-        for item in pages(state.resume_after + 1):
-            if isinstance(item, PageFailure):
-                failed.append(IngestFailure(path=str(path), page=item.number, reason=item.reason))
-            else:
-                try:
-                    vec, tokens = self._embed(item)
-                except InputError as e:
-                    log.warning("%s: page %d: %s", path, item.number, e.reason)
-                    failed.append(IngestFailure(path=str(path), page=item.number, reason=e.reason))
+        unread = 0
+        try:
+            for item in pages(state.resume_after + 1):
+                if isinstance(item, PageFailure):
+                    failed.append(IngestFailure(path=str(path), page=item.number, reason=item.reason))
                 else:
-                    batch.append(self._point(document, item, vec, tags, now, tokens))
-            if len(batch) >= BATCH:
-                self.store.upsert(self.collection, batch)
-                written += len(batch)
-                batch = []
-            if progress:
-                try:
+                    try:
+                        vec, tokens = self._embed(item)
+                    except InputError as e:
+                        log.warning("%s: page %d: %s", path, item.number, e.reason)
+                        failed.append(IngestFailure(path=str(path), page=item.number, reason=e.reason))
+                    else:
+                        batch.append(self._point(document, item, vec, tags, now, tokens))
+                        unread += self.text is not None and item.text_from == "unread"
+                if len(batch) >= BATCH:
+                    self.store.upsert(self.collection, batch)
+                    written += len(batch)
+                    batch = []
+                if progress:
                     progress(item.number, document.page_count)
-                except Interrupted:
-                    # stopped between pages: what is embedded is kept, so that a resume starts after it
-                    if batch:
-                        self.store.upsert(self.collection, batch)
-                    raise
+        except (Interrupted, KeyboardInterrupt):
+            # stopped between pages (on purpose) or in the middle of one (Ctrl-C): what is embedded is kept,
+            # so that a resume starts after it
+            if batch:
+                self.store.upsert(self.collection, batch)
+            raise
         if batch:
             self.store.upsert(self.collection, batch)
             written += len(batch)
@@ -372,7 +377,8 @@ class Ingestor:
             "ingested_at": to_jsonable_python(now),
         }
         self.store.set_payload(self.collection, Filter(doc_ids=(document.doc_id,)), finish)
-        return IngestReport(pages_failed=len(failed), failures=failed), written - state.written
+        report = IngestReport(pages_failed=len(failed), failures=failed, pages_unread=unread)
+        return report, written - state.written
 
     def _embed(self, page: RenderedPage) -> tuple[np.ndarray, np.ndarray | None]:
         """A page's dense vector, and its token vectors (pooled) in a multi-vector collection."""
@@ -393,6 +399,7 @@ class Ingestor:
         """A page's point, its image in the page store, marked as being written."""
         stored = self.pages.put(page.image)
         text, terms = kept_text(self.text, page.text)
+        unread = self.text is not None and page.text_from == "unread"
         payload = PagePayload(
             doc_id=document.doc_id,
             source=str(document.path),
@@ -411,7 +418,8 @@ class Ingestor:
             tags=tags,
             state="writing",
             text=text,
-            text_from=page.text_from if text is not None else None,
+            # unread: a version that keeps text knows which pages OCR has still to read
+            text_from=page.text_from if text is not None or unread else None,
         )
         return Point(
             id=point_id(document.doc_id, page.number, self.info.key),

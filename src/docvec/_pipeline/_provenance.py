@@ -116,25 +116,32 @@ def recorded_info(store: Store, collection: str) -> EmbeddingInfo | None:
     return record.embedding if record is not None else page_info(store, live)
 
 
-def _describe(info: EmbeddingInfo, *, pages: bool) -> str:
-    text = f"{info.profile} ({info.model}"
-    if info.fingerprint is not None:
+def _describe(info: EmbeddingInfo, *, pages: bool, fingerprint: bool = True) -> str:
+    text = info.model
+    if fingerprint and info.fingerprint is not None and info.fingerprint.model:
         text += f" [{info.fingerprint.model}]"
-    text += f", {info.dim}-d"
+    text += f" ({info.profile} family, {info.dim}-d"
     if info.multivector:
         text += ", multi-vector" + (f" pooled by {info.token_pool}" if info.token_pool > 1 else "")
     return text + (f", pages at {info.min_pixels}..{info.max_pixels} pixels)" if pages else ")")
 
 
 def check_same_vectors(
-    recorded: EmbeddingInfo | None, mine: EmbeddingInfo, *, collection: str, where: str, for_search: bool
+    recorded: EmbeddingInfo | None,
+    mine: EmbeddingInfo,
+    *,
+    collection: str,
+    where: str,
+    for_search: bool,
+    names: tuple[str, str] | None = None,
 ) -> None:
     """Refuse, with :class:`CollectionMismatchError`, to mix vectors of ``mine`` into a collection whose
     vectors ``recorded`` made.
 
     A search compares the model and the vector size (queries are text: the page budget does not change
     them); an ingest compares everything that makes page vectors, the vision encoder and the page budget
-    included.
+    included. ``names``: the collection's model and this one as the user named them (a registry name, a
+    folder), when known: the message then names them so, and gives the one fix.
     """
     if recorded is None:
         return
@@ -148,10 +155,19 @@ def check_same_vectors(
     if same:
         return
     what = "search" if for_search else "add to"
+    # the files' hashes tell two models apart only where their files have the same names
+    hashes = recorded.model == mine.model
+    theirs = _describe(recorded, pages=not for_search, fingerprint=hashes)
+    ours = _describe(mine, pages=not for_search, fingerprint=hashes)
+    if names is not None and names[0] != names[1]:
+        raise CollectionMismatchError(
+            f"collection {collection!r} at {where} was made with the model {names[0]!r}: {theirs}; the model "
+            f"setting names {names[1]!r}: {ours}, which cannot {what} it. Unset the model setting "
+            f"(DOCVEC_MODEL: a collection's own model is used when none is named) or set it to {names[0]!r}."
+        )
     raise CollectionMismatchError(
-        f"collection {collection!r} at {where} holds vectors of {_describe(recorded, pages=not for_search)}; "
-        f"these settings make vectors of {_describe(mine, pages=not for_search)}, which cannot {what} it. "
-        f"Use the collection's model and settings (DOCVEC_MODEL, DOCVEC_EMBED__*), rebuild the collection "
-        f"with these settings (`docvec reindex`, which keeps it searchable meanwhile), or index anew into "
-        f"another collection (DOCVEC_COLLECTION)."
+        f"collection {collection!r} at {where} holds vectors of {theirs}; these settings make vectors of "
+        f"{ours}, which cannot {what} it. Use the collection's model and settings (DOCVEC_MODEL, "
+        "DOCVEC_EMBED__*), rebuild the collection with these settings (`docvec reindex`, which keeps it "
+        "searchable meanwhile), or index anew into another collection (DOCVEC_COLLECTION)."
     )

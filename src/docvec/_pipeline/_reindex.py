@@ -14,7 +14,9 @@ How a page reaches the new version, in order of preference:
 
 A version with text gets each page's text from the old version when it kept it, else from the page's
 source file (its text layer, or OCR as the settings say) when the file is still there as it was indexed;
-a page whose text cannot be had keeps none.
+a page whose text cannot be had keeps none. Pages indexed while OCR could not run (``text_from``
+"unread") are read from their files again once it can: a reindex with the same settings then carries
+every vector over and fills in only their text.
 
 The rules that make it safe to run while the collection is in use, and to interrupt:
 
@@ -136,8 +138,15 @@ class Reindexer:
         current = store_format(old_record) >= LAYOUT.format_for(self.info.multivector)
         self._old_text = old_record.text if old_record is not None else None
         same_text = self._old_text == self.text
-        if provably_same(old_info, self.info) and current and same_text:
+        unread = self._unread(old) if self.text is not None and same_text else 0
+        waits = unread and self._ocr_missing()
+        if provably_same(old_info, self.info) and current and same_text and (not unread or waits):
             report.note = f"its live version {old} was made with this model and these settings already"
+            if waits:
+                report.note += (
+                    f"; {counted(unread, 'page')} of it OCR would read have no text, and OCR still cannot "
+                    f"run ({waits}): run this again once it can"
+                )
             return report
         new = self._target_version(old)
         report.new_version = new
@@ -174,7 +183,7 @@ class Reindexer:
             if self.text is not None:
                 # text_from is set where text is kept: the texts themselves need not be read
                 pages = self.store.pages(new, Filter(finished=True), batch=1024)
-                report.pages_with_text = sum(1 for _, p in pages if p.text_from)
+                report.pages_with_text = sum(1 for _, p in pages if p.text_from in ("pdf", "ocr"))
             self.store.switch(self.collection, new)
             report.switched = True
         if settle > 0:
@@ -186,6 +195,14 @@ class Reindexer:
             report.dropped_old = True
         report.seconds = round(time.monotonic() - start, 3)
         return report
+
+    def _unread(self, version: str) -> int:
+        """How many of ``version``'s pages were indexed while OCR could not read them."""
+        return sum(
+            1
+            for _, p in self.store.pages(version, Filter(finished=True), batch=1024)
+            if p.text_from == "unread"
+        )
 
     # -- the version built ----------------------------------------------------------------------------
 
@@ -427,13 +444,21 @@ class Reindexer:
         Pages without text are left out; so is everything for a version without text."""
         if self.text is None:
             return {}
+        kept: dict[int, ExtractedText] = {}
         if self._old_text is not None:
-            return {
+            kept = {
                 p.page: ExtractedText(p.page, p.text, "ocr" if p.text_from == "ocr" else "pdf")
                 for p in stored
                 if p.text
             }
-        if not self._unchanged(document):
+            unread = {p.page for p in stored if p.text_from == "unread"}
+            if not unread:
+                return kept
+            # pages OCR could not read when they were indexed: read now (still unread where it cannot run)
+            kept |= {n: ExtractedText(n, None, "unread") for n in unread}
+            if self._ocr_missing() or not self._unchanged(document):
+                return kept
+        elif not self._unchanged(document):
             return {}
         info = DocumentInfo(document.path, document.kind, document.page_count or len(stored))
         found: dict[int, ExtractedText] = {}
@@ -441,11 +466,18 @@ class Reindexer:
             for item in self.parts.renderer.texts(info):
                 if isinstance(item, PageFailure):
                     log.warning("%s: page %d: no text: %s", document.path, item.number, item.reason)
-                elif item.text and item.text_from:
+                elif (item.text and item.text_from) or item.text_from == "unread":
                     found[item.number] = item
         except RenderError as e:
             log.warning("%s: its text cannot be read: %s", document.path, e.reason)
-        return found
+        if self._old_text is None:
+            return found
+        return kept | {n: found.get(n, ExtractedText(n, None, None)) for n in kept if kept[n].text is None}
+
+    def _ocr_missing(self) -> str | None:
+        """Why OCR cannot run (``None``: it can, or it is off by the settings, which no page waits for)."""
+        renderer = self.parts.renderer
+        return None if renderer.ocr == "off" else renderer.ocr_missing
 
     @staticmethod
     def _unchanged(document: SourceDocument) -> bool:
@@ -492,7 +524,11 @@ class Reindexer:
                     "embedding": info,
                     "state": "complete",
                     "text": text,
-                    "text_from": found.text_from if found and text is not None else None,
+                    "text_from": (
+                        found.text_from
+                        if found and (text is not None or found.text_from == "unread") and self.text
+                        else None
+                    ),
                 }
             )
             tokens = p.tokens if self.info.multivector else None

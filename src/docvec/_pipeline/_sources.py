@@ -65,12 +65,14 @@ def document_id(sha256: str) -> str:
 
 @dataclass(frozen=True)
 class Discovered:
-    """What :func:`discover` found: the files to ingest, the names that match nothing (as failures), and
-    the files in the folders that docvec does not read (by their names: ``.docx``, ``.xps``, ...)."""
+    """What :func:`discover` found: the files to ingest, the names that name nothing (as failures), the
+    files in the folders that docvec does not read (by their names: ``.docx``, ``.xps``, ...), and the
+    folders and patterns given that hold no document (``empty``: nothing to do there, which is no failure)."""
 
     files: list[Path]
     failures: list[IngestFailure]
     ignored: list[Path]
+    empty: list[str]
 
 
 def missing_reason(path: Path) -> str | None:
@@ -97,17 +99,19 @@ def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Discover
     found: dict[Path, None] = {}
     ignored: dict[Path, None] = {}
     failures: list[IngestFailure] = []
+    empty: list[str] = []
     for raw in paths:
         text = os.path.expanduser(str(raw))
-        matches = (
-            [Path(m) for m in sorted(glob.glob(text, recursive=True))]
-            if glob.has_magic(text)
-            else [Path(text)]
-        )
-        reason = missing_reason(matches[0]) if matches else "no such file or folder"
+        pattern = glob.has_magic(text)
+        matches = [Path(m) for m in sorted(glob.glob(text, recursive=True))] if pattern else [Path(text)]
+        if pattern and not matches:  # a pattern that matches nothing names nothing missing: it finds nothing
+            empty.append(str(raw))
+            continue
+        reason = missing_reason(matches[0])
         if reason:
             failures.append(IngestFailure(path=str(raw), reason=reason))
             continue
+        before = len(found)
         for m in matches:
             if m.is_dir():
                 walker = m.rglob("*") if recursive else m.glob("*")
@@ -117,7 +121,9 @@ def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Discover
                     (found if f.suffix.lower() in DOCUMENT_SUFFIXES else ignored)[f.resolve()] = None
             elif m.is_file():
                 found[m.resolve()] = None
-    return Discovered(sorted(found), failures, sorted(ignored))
+        if len(found) == before and not any(m.is_file() for m in matches):
+            empty.append(str(raw))  # a folder (or pattern) without a document in it
+    return Discovered(sorted(found), failures, sorted(ignored), empty)
 
 
 def identify(path: Path) -> SourceDocument:

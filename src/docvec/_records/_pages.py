@@ -24,7 +24,13 @@ __all__ = [
     "Page",
     "PagePayload",
     "PageText",
+    "TextFrom",
 ]
+
+#: where a page's text came from: the PDF's text layer, or OCR; "unread": nowhere yet, a page OCR would
+#: read that was indexed while OCR could not run (tesseract missing), whose text `docvec reindex --text`
+#: reads once it can
+TextFrom = Literal["pdf", "ocr", "unread"]
 
 
 class ModelFingerprint(BaseModel):
@@ -104,8 +110,12 @@ class PagePayload(BaseModel):
             "reading order, or OCR (none: a collection without text, or a page without any)."
         ),
     )
-    text_from: Literal["pdf", "ocr"] | None = Field(
-        None, description="Where the text came from: the PDF's text layer, or OCR."
+    text_from: TextFrom | None = Field(
+        None,
+        description=(
+            "Where the text came from: the PDF's text layer, or OCR; unread: OCR would read this page but "
+            "could not run when it was indexed (`docvec reindex --text` reads it once it can)."
+        ),
     )
 
     @property
@@ -129,8 +139,12 @@ class Page(BaseModel):
     page: int = Field(ge=1, description="Page number, 1-based.")
     width: int = Field(ge=1, description="Rendered page width in pixels.")
     height: int = Field(ge=1, description="Rendered page height in pixels.")
-    text_from: Literal["pdf", "ocr"] | None = Field(
-        None, description="Where its text came from: the PDF's text layer, or OCR; none: it has no text."
+    text_from: TextFrom | None = Field(
+        None,
+        description=(
+            "Where its text came from: the PDF's text layer, or OCR; unread: OCR could not run when it was "
+            "indexed; none: it has no text."
+        ),
     )
 
     @classmethod
@@ -153,8 +167,10 @@ class PageText(BaseModel):
     doc_id: str
     page: int = Field(ge=1, description="Page number, 1-based.")
     text: str = Field(description='The text ("" for a page without any).')
-    text_from: Literal["pdf", "ocr"] | None = Field(
-        None, description="Where it came from: the PDF's text layer, or OCR."
+    text_from: TextFrom | None = Field(
+        None,
+        description="Where it came from: the PDF's text layer, or OCR; unread: OCR could not run when it was "
+        "indexed.",
     )
 
 
@@ -180,6 +196,20 @@ class IngestReport(BaseModel):
     pages_indexed: int = 0
     documents_skipped: int = Field(0, description="Unchanged since the last run: not rendered or embedded.")
     pages_skipped: int = 0
+    pages_resumed: int = Field(
+        0,
+        description=(
+            "Pages of the documents indexed that an interrupted run had written already (not counted in "
+            "pages_indexed): the run went on after them."
+        ),
+    )
+    pages_unread: int = Field(
+        0,
+        description=(
+            "Pages indexed without the text OCR would read, because OCR could not run (tesseract is not "
+            "installed): `docvec reindex --text` reads it once it can, without embedding them again."
+        ),
+    )
     documents_failed: int = 0
     pages_failed: int = 0
     documents_removed: int = Field(0, description="Removed by --prune (files gone) or replaced by a change.")
@@ -195,6 +225,13 @@ class IngestReport(BaseModel):
         default_factory=list,
         description="Files in the folders read that are not documents docvec reads (by their names).",
     )
+    empty: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Folders and patterns given that hold no document docvec reads (an empty folder, a pattern that "
+            "matches no file): nothing to do there, which is no failure."
+        ),
+    )
 
     @property
     def ok(self) -> bool:
@@ -204,7 +241,10 @@ class IngestReport(BaseModel):
     def summary(self) -> str:
         """The run in one line, as ``docvec ingest`` and the ingest flow report it."""
         return (
-            f"indexed {counted(self.documents_indexed, 'document')} ({counted(self.pages_indexed, 'page')}); "
+            f"indexed {counted(self.documents_indexed, 'document')} ({counted(self.pages_indexed, 'page')}"
+            + (f", after the {self.pages_resumed} an interrupted run kept" if self.pages_resumed else "")
+            + (f"; {counted(self.pages_unread, 'page')} without OCR's text" if self.pages_unread else "")
+            + "); "
             f"skipped {self.documents_skipped} unchanged ({counted(self.pages_skipped, 'page')}"
             + (f", {self.documents_updated} updated in place" if self.documents_updated else "")
             + f"); failed {counted(self.documents_failed, 'document')}, {counted(self.pages_failed, 'page')}"
@@ -219,6 +259,7 @@ class IngestReport(BaseModel):
                 if self.ignored
                 else ""
             )
+            + (f"; found no document in {', '.join(self.empty)}" if self.empty else "")
         )
 
     def __add__(self, other: IngestReport) -> IngestReport:

@@ -40,6 +40,7 @@ from PIL import Image, features
 from .._closing import Closing
 from .._config import DECODE_BUDGET_MB, RENDER_TIMEOUT_S, TEXT_MAX_CHARS
 from .._errors import ConfigError, InputError, RenderError, RendererStartError, RendererStateError
+from .._records import TextFrom
 from . import _ocr
 from . import _worker as w
 
@@ -68,8 +69,8 @@ _SETTLE_TIMEOUT_S = 5.0
 DocumentKind = Literal["pdf", "image"]
 #: when pages are read by OCR: never, only pages without a usable text layer (and image files), every page
 OcrMode = Literal["off", "auto", "on"]
-#: where a page's text came from: the PDF's text layer, or OCR
-TextSource = Literal["pdf", "ocr"]
+#: where a page's text came from (the records' one definition)
+TextSource = TextFrom
 _OCR_MODES = ("off", "auto", "on")
 
 
@@ -80,7 +81,8 @@ class RenderedPage:
     ``size_pt`` is the page's visible size in points after its /Rotate (``None`` for image files);
     ``rotation`` is the page's /Rotate in degrees, already applied to ``image``. ``text`` is the page's text
     when the renderer reads it (``text=True``), ``text_from`` where it came from; both are ``None`` when no
-    text was asked for or none was found (an empty page, a scan with OCR off).
+    text was asked for or none was found (an empty page, a scan with OCR off), and ``text_from`` is
+    ``"unread"`` for a page OCR would read while OCR is missing.
     """
 
     number: int
@@ -485,12 +487,17 @@ class Renderer(Closing):
         """What text the workers read: none for rendering without ``text``; OCR off where it is missing."""
         if image and not self.text:
             return None
-        return w.TextSpec("off" if self.ocr_missing else self.ocr, self.text_limit)
+        if self.ocr_missing:
+            # the pages OCR would read are marked unread, for a later run to read them
+            return w.TextSpec("off", self.text_limit, unavailable=True)
+        return w.TextSpec(self.ocr, self.text_limit)
 
     def _text(self, path: Path, number: int, result: w.TextResult, clock: _Clock) -> ExtractedText:
         clock.credit(result.ocr_s)
         if result.problem is not None:
             log.warning("%s: page %d: %s", path, number, result.problem)
+        if result.source == "unread":
+            return ExtractedText(number, None, "unread")
         source: TextSource | None = None
         if result.text is not None and result.source in ("pdf", "ocr"):
             source = "pdf" if result.source == "pdf" else "ocr"

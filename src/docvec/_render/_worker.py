@@ -74,10 +74,12 @@ class OpenTask(NamedTuple):
 
 class TextSpec(NamedTuple):
     """The text a render task asks for: ``ocr`` is "off", "auto" (pages without a usable text layer) or "on"
-    (every page); ``limit`` is the most characters kept of a page."""
+    (every page); ``limit`` is the most characters kept of a page; ``unavailable``: OCR is off because it
+    cannot run, and a page it would read (no usable text layer) is answered "unread"."""
 
     ocr: str
     limit: int
+    unavailable: bool = False
 
 
 class RenderTask(NamedTuple):
@@ -120,7 +122,8 @@ class Failed(NamedTuple):
 
 
 class TextResult(NamedTuple):
-    """A page's text: ``source`` is "pdf" or "ocr" (``None`` with no text); ``ocr_s`` the seconds OCR took
+    """A page's text: ``source`` is "pdf" or "ocr" (``None`` with no text; "unread" when OCR would read
+    the page but cannot run); ``ocr_s`` the seconds OCR took
     (not charged to the document's time limit: the engine has its own); ``problem``, for a user, why OCR
     gave nothing (``None`` when it did not fail)."""
 
@@ -340,7 +343,7 @@ class _Worker:
     def _image_text(self, task: RenderTask, number: int) -> TextResult:
         """An image file's page has no text layer: its text is OCR's, when OCR is not off."""
         if task.text is None or task.text.ocr == "off":
-            return TextResult(None, None)
+            return TextResult(None, "unread" if task.text is not None and task.text.unavailable else None)
         return _read_image_frame(task.path, number, task.text.limit, self.memory_limit)
 
 
@@ -492,7 +495,9 @@ def _pdf_text(page: Any, spec: TextSpec) -> TextResult:
     try:
         layer = None if spec.ocr == "on" else _text_layer(page, spec.limit)
         if spec.ocr == "off" or (spec.ocr == "auto" and layer is not None):
-            return TextResult(layer, None if layer is None else "pdf")
+            if layer is None:
+                return TextResult(None, "unread" if spec.unavailable else None)
+            return TextResult(layer, "pdf")
         result = _read_pdf_page(page, spec.limit)
         if result.text is None and spec.ocr == "on":
             # OCR failed or saw nothing (white or invisible text): the layer, if usable, rather than nothing
