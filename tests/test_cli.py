@@ -4,20 +4,26 @@ models, the demo, the help pages."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import pytest
 from PIL import Image
+from rich.console import Console
 from typer.testing import CliRunner
 
-from docvec import Embedder, ModelFiles, Reranker
+from docvec import Embedder, IngestProgress, IngestReport, ModelFiles, Reranker
 from docvec._cli import app
+from docvec._cli._progress import IngestDisplay
+from docvec._model._profiles import PROFILES, RERANKER_PROFILES
 from docvec._model._registry import REGISTRY
+from docvec._records import ModeChoice
 
 from .fakehub import fill_cache
 from .helpers import embed_json, one_line_error, page_image
@@ -242,7 +248,7 @@ def test_pulled_registry_model_is_used_by_name(tiny_files: ModelFiles, tmp_path:
     assert pulled.returncode == 0, pulled.stderr
     assert m.lm_files[m.default_quant] in pulled.stdout.replace("\n", "")
     listed = docvec("models", "list", env=env)
-    assert listed.returncode == 0 and re.search(r"jina-v4 .*│ Q8_0 ", listed.stdout), listed.stdout
+    assert listed.returncode == 0 and re.search(r"^jina-v4 .*│ Q8_0\s*$", listed.stdout, re.M), listed.stdout
     out = docvec("embed", "-q", "hello", "--json", env={**env, "DOCVEC_MODEL": "jina-v4"})
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)[0]["vector"]) == 64
@@ -252,18 +258,33 @@ def test_demo_indexes_the_samples_and_searches(
     tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = {"DOCVEC_DATA_DIR": str(tmp_path / "data")}
+    # a machine with only what the README lists: no tesseract
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     r = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")], env=env)
     assert r.exit_code == 0, r.output
     out = " ".join(r.stdout.split())
+    assert "building the offline test model" in out
     assert "indexed 3 documents (4 pages)" in out and "total amount due on the invoice" in out
     assert "weights are random" in out and out.count(".pdf") + out.count(".png") >= 3
     assert "docvec models pull jina-v4" in out  # a real model to try: the default one
+    # the samples' words are a text layer: the invoice is found by them, its snippet shown, OCR or not
+    first = next(ln for ln in r.stdout.splitlines() if "│ +" in ln)
+    assert "invoice.pdf" in first, r.stdout
+    assert "Total amount due" in out
+    # ...and the run says what it could not do: the image's words need OCR
+    assert "revenue-chart.png: an image, whose words only OCR reads" in out
+    assert "tesseract is not installed" in out and "docvec reindex --text" in out
+    # the index records the model that made it: a shell that names none finds it there
+    listed = runner.invoke(app, ["collections", "list", "--json"], env={**env, "DOCVEC_MODEL": None})
+    assert [v["model"] for v in json.loads(listed.stdout)] == [str((tmp_path / "tiny").resolve())]
+    monkeypatch.undo()
     # the data folder named in .env, as any other setting there: the same index, not the cache's demo one
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text(f"DOCVEC_DATA_DIR={tmp_path / 'data'}\n")
     again = runner.invoke(app, ["demo", "--model-dir", str(tmp_path / "tiny")], env={"DOCVEC_DATA_DIR": None})
     assert again.exit_code == 0, again.output
     said = " ".join(again.stdout.split())
+    assert "building" not in said and f"the offline test model: {tmp_path / 'tiny'}" in said
     assert "skipped 3 unchanged" in said and f"unchanged,into{tmp_path / 'data'}" in "".join(said.split())
 
 
@@ -311,3 +332,59 @@ def test_every_flow_option_has_help(flow: str) -> None:
         and not (i + 1 < len(lines) and lines[i + 1].startswith(" " * 10))
     ]
     assert not bare, f"options without help in flows/{flow}.py:\n{r.stdout}"
+
+
+def test_progress_eta_weighs_pages_not_documents() -> None:
+    """Three documents of 1, 2 and 40 pages, a page a second: at page 37 of the last, 3 pages (3 s) are
+    left, not a 40th of a document; and so when the records carry no report (a server's job, followed by
+    a client), from the pages the display saw go by."""
+    total = 3
+    report = IngestReport(documents_indexed=2, pages_indexed=3)
+    at = IngestProgress(total, 2, "/docs/c.pdf", 37, 40, report)
+    expected = "progress: 2/3 documents, 40 pages, 1.00 pages/s, ETA 3s"
+    assert IngestDisplay(Console(file=io.StringIO()), quiet=True).line(at, 40.0) == expected
+    followed = IngestDisplay(Console(file=io.StringIO()), quiet=True)
+    seen = [(0, "/docs/a.pdf", 1, 1), (1, None, 0, 0), (1, "/docs/b.pdf", 1, 2), (1, "/docs/b.pdf", 2, 2)]
+    seen += [(2, "/docs/c.pdf", page, 40) for page in range(1, 38)]
+    for done, current, page, count in seen:
+        followed(IngestProgress(total, done, current, page, count, IngestReport()))
+    assert followed.line(IngestProgress(total, 2, "/docs/c.pdf", 37, 40, IngestReport()), 40.0) == expected
+    # documents not opened yet count as the mean of those read: 2 of 4 read, 10 pages each, 20 to go
+    early = IngestProgress(4, 2, None, 0, 0, IngestReport(documents_indexed=2, pages_indexed=20))
+    assert IngestDisplay(Console(file=io.StringIO()), quiet=True).line(early, 20.0).endswith("ETA 20s")
+
+
+def test_models_list_reads_well_at_80_columns(tmp_path: Path) -> None:
+    """In a pipe (80 columns): every name whole on its line, no line wider, a few lines a model; the
+    sources' addresses whole, one a line."""
+    r = runner.invoke(app, ["models", "list"], env={"COLUMNS": "80", "DOCVEC_CACHE_DIR": str(tmp_path)})
+    assert r.exit_code == 0, r.output
+    table, _, sources = r.stdout.partition("scores as their authors published them:")
+    lines = table.rstrip("\n").splitlines()
+    assert max(map(len, lines)) <= 80, table
+    names = [*REGISTRY, "tiny"]
+    firsts = [ln.split()[0] for ln in lines]
+    assert all(n in firsts for n in names), table
+    assert len(lines) <= 3 * len(names), f"{len(lines)} lines for {len(names)} models:\n{table}"
+    assert all(ln.strip().startswith("https://") for ln in sources.strip().splitlines()), sources
+
+
+@pytest.mark.parametrize("command", [["search"], ["eval"]])
+def test_help_choices_wrap_between_words_at_80_columns(command: list[str]) -> None:
+    r = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    words = set(re.split(r"[\s|\[\](),;:.`]+", r.stdout))
+    modes = set(get_args(ModeChoice))
+    assert modes <= words, sorted(modes - words)
+    # and no piece of one: "hybrid+t" and "ext" where "hybrid+text" broke
+    pieces = {m[:i] for m in modes for i in range(3, len(m))} | {
+        m[i:] for m in modes for i in range(1, len(m) - 2)
+    }
+    assert not (words & (pieces - modes)), sorted(words & (pieces - modes))
+
+
+def test_the_top_line_names_every_family() -> None:
+    r = runner.invoke(app, ["--help"], env={"COLUMNS": "80"})
+    summary = " ".join(r.stdout.split("╭", 1)[0].split())  # the usage line and the summary
+    assert all(p.name in summary for p in (*PROFILES, *RERANKER_PROFILES)), summary
+    assert "docvec models list" in summary

@@ -60,7 +60,7 @@ def test_version() -> None:
 def test_the_test_model_goes_by_name(cache: Path) -> None:
     env = {"DOCVEC_CACHE_DIR": str(cache)}
     listed = runner.invoke(app, ["models", "list"], env=env)
-    assert listed.exit_code == 0 and re.search(r"tiny .*│ F16 ", listed.stdout), listed.stdout
+    assert listed.exit_code == 0 and re.search(r"^tiny .*│ F16\s*$", listed.stdout, re.M), listed.stdout
     pulled = runner.invoke(app, ["models", "pull", "tiny"], env=env)  # built already: found at once
     assert pulled.exit_code == 0 and "DOCVEC_MODEL=tiny" in pulled.stdout
     r = runner.invoke(app, ["embed", "-q", "hello", "--json"], env={**env, "DOCVEC_MODEL": "tiny"})
@@ -100,6 +100,18 @@ def test_documents_lists_whole_ids_and_delete_takes_a_prefix(indexed: dict[str, 
     assert len(json.loads(runner.invoke(app, ["documents", "--json"], env=indexed).stdout)) == 2
     r = runner.invoke(app, ["delete", "ffffffffff"], env=indexed)
     assert r.exit_code == 1 and "nothing indexed under ffffffffff" in r.output
+
+
+def test_collections_list_at_80_columns_cuts_nothing(indexed: dict[str, str]) -> None:
+    """A pipe's 80 columns: the columns that fit, each value whole (none cut to "docvec…"), no line wider;
+    narrower still, a record a version; --json has every field."""
+    (version,) = json.loads(runner.invoke(app, ["collections", "list", "--json"], env=indexed).stdout)
+    for width in (80, 40):
+        r = runner.invoke(app, ["collections", "list"], env={**indexed, "COLUMNS": str(width)})
+        assert r.exit_code == 0, r.output
+        assert "…" not in r.stdout and max(map(len, r.stdout.splitlines())) <= width, r.stdout
+        for value in (version["version"], version["model"], version["state"], str(version["pages"])):
+            assert re.search(rf"(^|[\s│:]){re.escape(value)}(\s|$)", r.stdout, re.M), (value, r.stdout)
 
 
 def test_documents_of_an_empty_index_says_how_to_add_and_where_it_looked(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +118,32 @@ def test_cli_search_table_and_json(indexed: Settings) -> None:
     # a hit as every JSON output has it (snippet and text: null on pages without text)
     fields = {"doc_id", "source", "name", "page", "score", "tags", "snippet", "text", "rerank_score"}
     assert set(hits[0]) == fields and hits[0]["page"] == 1
+
+
+def test_search_at_80_columns_breaks_no_name_and_no_id(
+    tmp_path: Path, tiny_dir: Path, small_embedder: Embedder
+) -> None:
+    """A file name too long to sit beside the id (a pipe is 80 columns): each hit a record, its name and
+    id whole; a short one: the table, its names and ids whole."""
+    s = index_settings(tmp_path / "data", tiny_dir)
+    long = "northwind-consulting-quarterly-report-2024-final.png"
+    page_image(200, 280, seed=1).save(tmp_path / long)
+    page_image(210, 280, seed=2).save(tmp_path / "p2.png")
+    with Index.open(s, embedder=small_embedder) as ix:
+        ix.add([tmp_path / long, tmp_path / "p2.png"])
+    env = {**_env(s), "COLUMNS": "80"}
+    ids = {
+        h["name"]: h["doc_id"]
+        for h in json.loads(runner.invoke(app, ["search", "page", "--json"], env=env).stdout)
+    }
+    r = runner.invoke(app, ["search", "page"], env=env)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(map(len, lines)) <= 80, r.stdout
+    for name, doc_id in ids.items():
+        assert any(name in ln for ln in lines) and any(doc_id in ln for ln in lines), r.stdout
+    r = runner.invoke(app, ["search", "page", "--filter", f"doc_id={ids['p2.png']}"], env=env)
+    assert re.search(rf"^1 +│ .*│ p2\.png +│ 1 +│ {ids['p2.png']}$", r.stdout, re.M), r.stdout
 
 
 @pytest.mark.parametrize(

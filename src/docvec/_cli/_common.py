@@ -22,6 +22,7 @@ from rich.text import Text
 from .._config import Settings
 from .._contract import IndexLike
 from .._errors import ConfigError, DocvecError, InputError, NotFoundError
+from .._model._profiles import PROFILES, RERANKER_PROFILES
 from .._text._snippet import Snippet
 
 __all__ = [
@@ -44,11 +45,19 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
-app = typer.Typer(
-    help="docvec: visual document retrieval with vision-language embedding models through llama.cpp.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
+
+def _summary() -> str:
+    # the families from the profiles, as `docvec collections list` names them: none left out, none stale
+    families = [p.name for p in PROFILES]
+    rerankers = [p.name for p in RERANKER_PROFILES]
+    return (
+        f"docvec: visual document retrieval through llama.cpp, with vision-language embedding models (the "
+        f"families {', '.join(families[:-1])} and {families[-1]}) and a reranker ({', '.join(rerankers)}); "
+        "`docvec models list` names them."
+    )
+
+
+app = typer.Typer(help=_summary(), no_args_is_help=True, pretty_exceptions_enable=False)
 models_app = typer.Typer(help="Build, convert and download models.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
@@ -79,7 +88,7 @@ def _main(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    """docvec: visual document retrieval with vision-language embedding models through llama.cpp."""
+    """The app's options; its help is the app's (``_summary``)."""
 
 
 @contextmanager
@@ -188,12 +197,14 @@ def show_table(
     *,
     console: Console | None = None,
     optional: Sequence[str] = (),
+    most_lines: int | None = None,
 ) -> list[str]:
     """Print ``rows`` under ``columns`` at the console's width (a pipe's is 80, or COLUMNS) without ever
     breaking a word: names and ids stay whole, to be read and copied. The columns whose headers
-    ``optional`` names are left out, in that order, until the table fits; rows that fit in no table are
-    printed one record each (``header: value``, every column). The headers left out, for the caller to
-    say where to find them.
+    ``optional`` names are left out, in that order, until the table fits (and, with ``most_lines``, until
+    its rows take no more lines than that each, on average); rows that fit in no table are printed one
+    record each (``header: value``, every column). The headers left out, for the caller to say where to
+    find them.
 
     Cells are plain text (a file name with brackets in it is no markup)."""
     console = console or out
@@ -201,28 +212,32 @@ def show_table(
     shown = list(range(len(columns)))
     for header in (None, *optional):
         if header is not None:
-            shown = [i for i in shown if columns[i].header != header]
+            shown = [i for i in shown if str(columns[i].header) != header]
         table = Table(
             *(dataclasses.replace(columns[i], _cells=[]) for i in shown),
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
+            box=box.HEAVY_HEAD,
+            show_edge=False,  # no frame: its four columns go to the cells
             pad_edge=False,
-            padding=(0, 1, 0, 0),
         )
         for row in cells:
             table.add_row(*(row[i] for i in shown))
-        if _fit(table, console):
-            console.print(table)
-            return [str(columns[i].header) for i in range(len(columns)) if i not in shown]
+        if not _fit(table, console):
+            continue
+        last = header == (optional[-1] if optional else None)
+        # the header counts as a row: it may wrap too
+        if most_lines and not last and len(console.render_lines(table)) > most_lines * (len(cells) + 1):
+            continue
+        console.print(table)
+        return [str(columns[i].header) for i in range(len(columns)) if i not in shown]
     _show_records([str(c.header) for c in columns], cells, console)
     return []
 
 
 def _fit(table: Table, console: Console) -> bool:
     """Give each column of ``table`` a width such that it fits the console and no cell breaks a word (a
-    column is at least as wide as its longest word, a ``no_wrap`` one as its longest line); False when
-    the console is too narrow for that. Rich's own squeezing narrows the widest columns first, words or
-    not."""
+    column is at least as wide as its longest word, a ``no_wrap`` one as its longest line), the table as
+    few lines tall as that allows; False when the console is too narrow for that. (Rich's own squeezing
+    narrows the widest columns first, words or not.)"""
     wide = console.options.update_width(1 << 16)
     ranges: list[tuple[int, int]] = []
     for column in table.columns:
@@ -237,23 +252,63 @@ def _fit(table: Table, console: Console) -> bool:
         column.width = None
     if sum(most for _, most in ranges) <= room:
         return True  # every cell on one line: Rich lays it out as it is
-    widths = [least for least, _ in ranges]
-    spare = room - sum(widths)
-    if spare < 0:
+    if sum(least for least, _ in ranges) > room:
         return False
-    # what is left goes to the columns that wrap, in proportion to what each would take to wrap no more
-    wants = [most - least for least, most in ranges]
+    texts = [
+        [c if isinstance(c, Text) else Text(str(c)) for c in (column.header, *column.cells)]
+        for column in table.columns
+    ]
+    widths = _widths(texts, ranges, room)
+    for column, width in zip(table.columns, widths, strict=True):
+        column.width = width
+    return True
+
+
+def _widths(texts: list[list[Text]], ranges: list[tuple[int, int]], room: int) -> list[int]:
+    """Column widths between each one's least and most, ``room`` in all at most: the space beyond the
+    least goes, a few characters at a time, where it saves the most lines per character given (the
+    table's, then its cells')."""
+    # lines[c][w][r]: the lines row r takes in column c at width w
+    lines = [
+        {
+            w: [sum(len(_fill(ln, w)) for ln in t.plain.split("\n")) for t in col]
+            for w in range(least, most + 1)
+        }
+        for col, (least, most) in zip(texts, ranges, strict=True)
+    ]
+    widths = [least for least, _ in ranges]
+
+    def height(ws: list[int]) -> int:
+        # the table's lines first; then its cells', so that a cell wraps less even where its row does not
+        rows: list[tuple[int, ...]] = list(zip(*(lines[c][w] for c, w in enumerate(ws)), strict=True))
+        return sum(max(r) for r in rows) * 10_000 + sum(sum(r) for r in rows)
+
+    spare = room - sum(widths)
+    tall = height(widths)
+    while spare > 0:
+        best: tuple[float, int, int, int] | None = None
+        for c, (_, most) in enumerate(ranges):
+            for w in range(widths[c] + 1, min(widths[c] + spare, most) + 1):
+                if lines[c][w] == lines[c][w - 1]:
+                    continue  # no cell of the column wraps less at this width than one narrower
+                h = height([*widths[:c], w, *widths[c + 1 :]])
+                if h < tall and (best is None or (tall - h) / (w - widths[c]) > best[0]):
+                    best = ((tall - h) / (w - widths[c]), c, w - widths[c], h)
+        if best is None:
+            break
+        _, c, more, tall = best
+        widths[c] += more
+        spare -= more
+    # what saves no line is shared in proportion to what each column would still take
+    wants = [most - w for w, (_, most) in zip(widths, ranges, strict=True)]
     while spare > 0 and any(wants):
-        total = sum(wants)
-        gives = [min(w, spare * w // total) for w in wants]
+        gives = [min(w, spare * w // sum(wants)) for w in wants]
         if not any(gives):
             gives[wants.index(max(wants))] = 1
         widths = [w + g for w, g in zip(widths, gives, strict=True)]
         wants = [w - g for w, g in zip(wants, gives, strict=True)]
         spare -= sum(gives)
-    for column, width in zip(table.columns, widths, strict=True):
-        column.width = width
-    return True
+    return widths
 
 
 def _show_records(headers: list[str], rows: list[list[Text]], console: Console) -> None:

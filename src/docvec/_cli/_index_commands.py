@@ -40,6 +40,7 @@ from ._common import (
     program,
     read_index,
     settings,
+    show_table,
 )
 from ._progress import IngestDisplay
 from ._sharing import answering_reads
@@ -51,6 +52,8 @@ __all__: list[str] = []  # commands register themselves on the app
 SearchModeChoice = enum.StrEnum(  # type: ignore[misc]
     "SearchModeChoice", {mode.replace("+", "_"): mode for mode in get_args(ModeChoice)}
 )
+#: the modes in words, for the help
+_MODES = ", ".join(get_args(ModeChoice)[:-1]) + f" or {get_args(ModeChoice)[-1]}"
 
 
 @app.command()
@@ -73,8 +76,8 @@ def ingest(
         bool | None,
         typer.Option(
             "--multivector/--single-vector",
-            help="A new collection keeps token vectors too (late interaction) [default: DOCVEC_MULTIVECTOR, "
-            "or what the collection is]",
+            help="A new collection keeps token vectors too (late interaction; default: DOCVEC_MULTIVECTOR, "
+            "or what the collection is).",
             show_default=False,
         ),
     ] = None,
@@ -93,10 +96,8 @@ def ingest(
                     _show_report(e.partial, as_json, prefix="stopped: ")
                 raise
     except KeyboardInterrupt:
-        done = display.report
         err.print(
-            f"interrupted: {done.documents_indexed} documents ({done.pages_indexed} pages) were indexed and "
-            "are kept; run the same command again to go on",
+            f"interrupted: {display.kept()}; run the same command again to go on",
             highlight=False,
             soft_wrap=True,
         )
@@ -110,7 +111,7 @@ def _show_report(report: IngestReport, as_json: bool, prefix: str = "") -> None:
     if as_json:
         sys.stdout.write(report.model_dump_json() + "\n")
         return
-    out.print(prefix + report.summary(), highlight=False)
+    out.print(prefix + report.summary(), highlight=False, soft_wrap=True)  # one line, for a pipe too
     for f in report.failures:
         err.print(f"[red]failed:[/] {f}", highlight=False, soft_wrap=True)
 
@@ -174,16 +175,25 @@ _NARROW = 100
 def delete(
     target: Annotated[
         str,
-        typer.Argument(help="A document id (or its first digits, when only one id starts so), or a path."),
+        typer.Argument(
+            help="A document id (or its first digits, when only one id starts so), a file's path, or a "
+            "folder (every document read from it and its subfolders)."
+        ),
     ],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Remove a folder's documents without asking first.")
+    ] = False,
     collection: CollectionOption = None,
 ) -> None:
-    """Remove a document (all its pages) from the index."""
+    """Remove a document (all its pages), or every document read from a folder, from the index."""
     s = settings(collection=collection)
     # a path is this shell's: made absolute here, where it was typed (a server works elsewhere)
     given = os.path.expanduser(target)
     if os.path.exists(given) or os.sep in given:
         target = os.path.abspath(given)
+    if os.path.isdir(given):
+        _delete_folder(s, target, yes=yes)
+        return
     with errors(), read_index(s, removes=True) as index:
         named = _named_by(index, target)  # before they go: the answer names them, not the id's first digits
         n = index.delete(target)
@@ -194,6 +204,51 @@ def delete(
         raise typer.Exit(1)
     what = ", ".join(f"{d.name} ({d.doc_id})" for d in named) if named else target
     out.print(f"removed {counted(n, 'page')} of {what}", highlight=False, soft_wrap=True)
+
+
+#: the most documents a folder's deletion names before it asks
+_SHOWN = 10
+
+
+def _delete_folder(s: Settings, folder: str, *, yes: bool) -> None:
+    """``docvec delete FOLDER``: say which documents were read from ``folder``, ask (unless ``yes``), then
+    remove them one by one (a document added meanwhile is not; one removed meanwhile is no error)."""
+    with errors(), read_index(s) as index:  # only reads: the question is asked with no store held
+        named = _named_by(index, folder)
+    if not named:
+        err.print(
+            f"[bold red]error:[/] no document indexed was read from {shortened(folder)} or a folder in it",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+    pages = sum(d.page_count for d in named)
+    out.print(
+        f"{counted(len(named), 'document')} ({counted(pages, 'page')}) indexed from {folder}:",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for d in named[:_SHOWN]:
+        out.print(f"  {d.doc_id}  {os.path.relpath(d.source, folder)}", highlight=False, soft_wrap=True)
+    if len(named) > _SHOWN:
+        out.print(f"  ... and {len(named) - _SHOWN} more", highlight=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            err.print(
+                "[bold red]error:[/] not removed: add --yes to remove them without a question",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(1)
+        if not typer.confirm(f"remove these {counted(len(named), 'document')}?", err=True):
+            raise typer.Exit(1)
+    with errors(), read_index(s, removes=True) as index:
+        n = sum(index.delete(d.doc_id, by="doc_id") for d in named)
+    out.print(
+        f"removed {counted(len(named), 'document')} ({counted(n, 'page')}) read from {folder}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _pages_shown(d: DocumentSummary) -> str:
@@ -238,10 +293,12 @@ def search(
     mode: Annotated[
         SearchModeChoice | None,
         typer.Option(
+            metavar="MODE",  # the choices in the help, where they wrap between words
             help="dense, multi (MaxSim over every page), hybrid (dense prefetch, MaxSim rerank), text "
-            "(keywords in the page's text), one of the first three fused with text (dense+text ...), or "
-            "auto (hybrid on a multi-vector collection, fused with text where there is text) "
-            "[default: DOCVEC_SEARCH_MODE, auto]"
+            "(keywords in the page's text), dense+text, multi+text or hybrid+text (one of the first three "
+            "fused with text), or auto (hybrid on a multi-vector collection, fused with text where there "
+            "is text); default: DOCVEC_SEARCH_MODE, else auto.",
+            show_default=False,
         ),
     ] = None,
     prefetch: Annotated[
@@ -290,18 +347,27 @@ def search(
         return
     # reranked: the reranker's score (the order) first, then the first stage's
     reranked = any(h.rerank_score is not None for h in hits)
-    table = Table(
-        "rank",
-        *(["rerank"] if reranked else []),
-        "score",
-        Column("document", overflow="fold"),
-        "page",
-        Column("doc_id", no_wrap=True, min_width=32),
-    )
-    for rank, h in enumerate(hits, start=1):
-        second = [f"{h.rerank_score:.4f}" if h.rerank_score is not None else "-"] if reranked else []
-        table.add_row(str(rank), *second, f"{h.score:+.4f}", h.name, str(h.page), h.doc_id)
-    out.print(table)
+    columns = [
+        Column("rank", no_wrap=True),
+        *([Column("rerank", no_wrap=True)] if reranked else []),
+        Column("score", no_wrap=True),
+        Column("document"),
+        Column("page", no_wrap=True),
+        Column("doc_id", no_wrap=True),  # whole: it is copied into --filter doc_id= and `docvec delete`
+    ]
+    rows = [
+        (
+            str(rank),
+            *([f"{h.rerank_score:.4f}" if h.rerank_score is not None else "-"] if reranked else []),
+            f"{h.score:+.4f}",
+            h.name,
+            str(h.page),
+            h.doc_id,
+        )
+        for rank, h in enumerate(hits, start=1)
+    ]
+    # reranked, the first stage's score is the one a narrow terminal can do without (--json has it)
+    show_table(columns, rows, optional=("score",) if reranked else ())
     for rank, h in enumerate(hits, start=1):
         if h.snippet is not None or h.text is not None:
             out.print(f"[bold]{rank}.[/] {escape(h.name)} page {h.page}", highlight=False, soft_wrap=True)
@@ -322,7 +388,12 @@ def eval_(
     k: Annotated[int, typer.Option("-k", help="Cut-off of recall@k (1-100).")] = 10,
     mode: Annotated[
         list[SearchModeChoice] | None,
-        typer.Option(help="Search mode(s) to score, on the same index (repeatable) [default: auto]"),
+        typer.Option(
+            metavar="MODE",  # the choices in the help, where they wrap between words
+            help=f"Search mode(s) to score, on the same index (repeatable): {_MODES}, as in `docvec search` "
+            "(default: auto).",
+            show_default=False,
+        ),
     ] = None,
     rerank: Annotated[
         int,
@@ -532,6 +603,8 @@ def demo(
     s = settings()
     if "data_dir" not in s.model_fields_set:  # named by neither the environment nor .env
         s = s.model_copy(update={"data_dir": s.cache_dir / "demo-data"})
+    # the index records the model that made it, by the name later commands find it by
+    s = s.model_copy(update={"model": str(model_dir.resolve()) if model_dir else REGISTRY_NAME})
     with errors():
         run_demo(s, model_dir=model_dir or tiny_model_dir(s.cache_dir), console=out)
     model = shlex.quote(str(model_dir)) if model_dir else REGISTRY_NAME

@@ -15,11 +15,15 @@ from rich.table import Column, Table
 
 from .._config import EmbedSettings, Settings
 from .._errors import ConfigError, InputError, ModelMismatchError
-from .._model._registry import TINY_ARCH
+from .._model._registry import TINY_ARCH, registry_names, reranker_names
 from .._records import check_query
-from ._common import JsonFlag, ModelOption, app, err, errors, models_app, out, settings
+from ._common import JsonFlag, ModelOption, app, err, errors, models_app, out, settings, show_table
 
 __all__: list[str] = []  # commands register themselves on the app
+
+#: the registry's names for the help, read from it: a model added there is named here too
+_RERANKERS = reranker_names()
+_EMBEDDERS = [n for n in registry_names() if n not in _RERANKERS]
 
 
 def _embed_settings(s: Settings, **overrides: object) -> EmbedSettings:
@@ -173,10 +177,8 @@ def rerank(
         return
     ranks = np.empty(len(scores), int)
     ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
-    table = Table(Column("image", overflow="fold"), "score", "rank")
-    for path, score, rank in zip(image, scores, ranks, strict=True):
-        table.add_row(str(path), f"{score:.4g}", str(rank))
-    out.print(table)
+    listed = [(str(p), f"{x:.4g}", str(r)) for p, x, r in zip(image, scores, ranks, strict=True)]
+    show_table([Column("image"), Column("score", no_wrap=True), Column("rank", no_wrap=True)], listed)
 
 
 @models_app.command("tiny")
@@ -279,9 +281,8 @@ def models_pull(
     name: Annotated[
         str,
         typer.Argument(
-            help="Registry name: jina-v4, qwen3-vl-embedding-2b, qwen3-vl-embedding-8b, the rerankers "
-            "qwen3-vl-reranker-2b and qwen3-vl-reranker-8b, or tiny (the offline test model); `docvec models "
-            "list` shows them."
+            help=f"Registry name: {', '.join(_EMBEDDERS)}, the rerankers {' and '.join(_RERANKERS)}, or "
+            "tiny (the offline test model); `docvec models list` shows them."
         ),
     ],
     quant: Annotated[
@@ -355,37 +356,61 @@ def models_list() -> None:
     s = settings()
     profiles = {p.name: p for p in PROFILES}
     rerankers = {p.name: p for p in RERANKER_PROFILES}
-    table = Table(
-        "name", "licence", "vector sizes", "page budget", "published scores", "quantizations", "here"
-    )
-    for column in table.columns:  # every value whole, wrapped if it must be (never cut with an ellipsis)
-        column.overflow = "fold"
+    rows: list[tuple[str, ...]] = []
     sources: dict[str, None] = {}
     for n in registry.registry_names():
         m = registry.get_model(n)
         p = profiles.get(m.profile) or rerankers[m.profile]
         scores = [x for x in p.published if x.size in (None, m.size)]
         sources.update(dict.fromkeys(x.source for x in scores))
-        table.add_row(
-            n,
-            m.licence_id,
-            ", ".join(map(str, reversed(p.dims(m.width)))) if isinstance(p, ModelProfile) else "(a reranker)",
-            f"{p.page_pixels // p.image_unit**2} tokens (max {p.max_pixels // p.image_unit**2})",
-            "\n".join(f"{x.benchmark} {x.score:g}" for x in scores),
-            ", ".join(m.quants),
-            ", ".join(q for q in m.quants if registry.find_cached(n, quant=q, docvec_cache_dir=s.cache_dir))
-            or "no",
+        rows.append(
+            (
+                n,
+                m.licence_id,
+                ", ".join(map(str, reversed(p.dims(m.width))))
+                if isinstance(p, ModelProfile)
+                else "(a reranker)",
+                f"{p.page_pixels // p.image_unit**2} tokens (max {p.max_pixels // p.image_unit**2})",
+                "\n".join(f"{x.benchmark} {x.score:g}" for x in scores),
+                ", ".join(m.quants),
+                ", ".join(
+                    q for q in m.quants if registry.find_cached(n, quant=q, docvec_cache_dir=s.cache_dir)
+                )
+                or "no",
+            )
         )
     built = registry.find_registered(registry.REGISTRY_NAME, cache_dir=s.cache_dir) is not None
     tiny = profiles["jina-embeddings-v4"]  # the default tiny model stands in for jina-v4, 64 wide
-    table.add_row(
-        registry.REGISTRY_NAME,
-        "Apache-2.0",
-        ", ".join(map(str, reversed(tiny.dims(64)))),
-        f"{tiny.page_pixels // tiny.image_unit**2} tokens",
-        "random weights",
-        "F16 (built here)",
-        "F16" if built else "no",
+    rows.append(
+        (
+            registry.REGISTRY_NAME,
+            "Apache-2.0",
+            ", ".join(map(str, reversed(tiny.dims(64)))),
+            f"{tiny.page_pixels // tiny.image_unit**2} tokens",
+            "random weights",
+            "F16 (built here)",
+            "F16" if built else "no",
+        )
     )
-    out.print(table)
-    out.print("scores as their authors published them: " + ", ".join(sources), highlight=False)
+    columns = [
+        Column("name", no_wrap=True),
+        Column("licence", no_wrap=True),
+        Column("vector sizes"),
+        Column("page budget"),
+        Column("published scores"),
+        Column("quantizations"),
+        Column("here"),
+    ]
+    # a narrow terminal shows a few lines a model: what tells models apart before how each is packaged
+    left_out = show_table(columns, rows, optional=("quantizations", "page budget"), most_lines=3)
+    # one address a line, whole: a link broken across lines opens nothing
+    out.print("scores as their authors published them:", highlight=False)
+    for source in sources:
+        out.print(f"  {source}", highlight=False, soft_wrap=True)
+    if left_out:
+        err.print(
+            f"(left out at this width: {' and '.join(left_out)}; a wider terminal shows them)",
+            style="dim",
+            highlight=False,
+            soft_wrap=True,
+        )

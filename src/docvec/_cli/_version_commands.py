@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column
 
 from .._records import ReindexReport, ReindexSpec, counted
 from ._common import (
@@ -21,6 +22,7 @@ from ._common import (
     out,
     read_index,
     settings,
+    show_table,
 )
 from ._progress import IngestDisplay
 from ._sharing import answering_reads
@@ -69,9 +71,10 @@ def reindex(
 ) -> None:
     """Rebuild a collection with another model, vector size, page budget or text, from what the index holds
     (stored page images; source files only when pages must be rendered again), and switch to it when it is
-    complete; searches read the old version until then. Run again after an interruption: it goes on where
-    it stopped (--json: the report, schemas/reindex-report.schema.json). A new version that lacks pages the
-    live one has is not switched to (exit 2) unless --allow-loss."""
+    complete; searches read the old version until then, from other shells too (this command answers them
+    while it runs). With --text, pages indexed while OCR could not run get their text now. Run again after
+    an interruption: it goes on where it stopped (--json: the report, schemas/reindex-report.schema.json).
+    A new version that lacks pages the live one has is not switched to (exit 2) unless --allow-loss."""
     s = settings(collection=collection)
     display = IngestDisplay(err, quiet=as_json, every=progress_every)
     options = {"model": model, "dim": dim, "max_pixels": max_pixels, "multivector": multivector, "text": text}
@@ -91,6 +94,16 @@ def reindex(
         )
         raise typer.Exit(130) from None
     _show(report, as_json)
+    if report.switched and model is not None and "model" in s.model_fields_set and model != s.model:
+        # the model this shell's settings name no longer makes the collection's vectors: searches would fail
+        err.print(
+            f"[yellow]the collection's model is now {model!r}: this shell's model setting "
+            f"(DOCVEC_MODEL) still names {s.model!r}, which cannot search it. Unset it (`unset "
+            "DOCVEC_MODEL`: a collection's own model is used when none is named) or set "
+            f"DOCVEC_MODEL={shlex.quote(model)}.[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
     if report.pages_missing and not report.switched:
         # the switch the command was for did not happen: an error, though the report above is whole
         err.print(
@@ -129,9 +142,19 @@ def list_versions(collection: CollectionOption = None, as_json: JsonFlag = False
     if not versions:
         err.print(f"collection {s.collection!r} has no versions yet: `docvec ingest PATH` makes its first")
         return
-    table = Table("version", "live", "state", "model", "profile", "dim", "max_pixels", "pages", "created")
-    for v in versions:
-        table.add_row(
+    columns = [
+        Column("version", no_wrap=True),
+        Column("live", no_wrap=True),
+        Column("state", no_wrap=True),
+        Column("model"),
+        Column("profile"),
+        Column("dim", no_wrap=True),
+        Column("max_pixels", no_wrap=True),
+        Column("pages", no_wrap=True),
+        Column("created", no_wrap=True),
+    ]
+    rows = [
+        (
             v.version,
             "yes" if v.live else "",
             v.state,
@@ -142,7 +165,17 @@ def list_versions(collection: CollectionOption = None, as_json: JsonFlag = False
             str(v.pages),
             v.created_at.strftime("%Y-%m-%d %H:%M") if v.created_at else "",
         )
-    out.print(table)
+        for v in versions
+    ]
+    # the columns a narrow terminal can do without, least needed first: the model names the profile
+    left_out = show_table(columns, rows, optional=("max_pixels", "profile", "created"))
+    if left_out:
+        err.print(
+            f"(left out at this width: {', '.join(left_out)}; --json has them)",
+            style="dim",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @collections_app.command("drop")
