@@ -232,54 +232,158 @@ def test_get_search_takes_the_same_filters(
         r = client.get("/search", params={"q": "text", **bad})
         assert r.status_code == 400 and fragment in r.json()["detail"], r.text
     r = client.get("/search", params={"q": "text", "colour": "red"})
-    assert r.status_code == 422 and "colour" in r.json()["detail"]
+    assert r.status_code == 400 and "colour" in r.json()["detail"]
+
+
+@pytest.fixture(scope="module")
+def rooted(
+    documents: Path, tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[TestClient, TestClient, Path]]:
+    """A server with an ingest root (``.../srv/papers``) holding zeta.pdf, a file of the owner's outside it
+    (alpha.png), and three uploads: beta.png and two documents both named memo.png; a reader's client, an
+    operator's, and the root."""
+    base = tmp_path_factory.mktemp("rooted")
+    root, home = base / "srv" / "papers", base / "home"
+    root.mkdir(parents=True)
+    home.mkdir()
+    shutil.copy(documents / "pysamples__minimal-document.pdf", root / "zeta.pdf")
+    shutil.copy(documents / "pysamples__smile.png", home / "alpha.png")
+    settings = index_settings(base / "data", tiny_dir, ingest_roots=[str(root)])
+    with Index.open(settings) as ix:
+        assert ix.add([root / "zeta.pdf", home / "alpha.png"]).ok
+    with TestClient(create_app(settings)) as reader:
+        for name, seed in (("memo.png", 31), ("beta.png", 32), ("memo.png", 33)):
+            r = reader.post("/documents", params={"wait": "true"}, files={"file": (name, _png(seed))})
+            assert r.status_code == 200 and not r.json()["already_indexed"], r.text
+        yield reader, TestClient(reader.app, base_url="http://127.0.0.1", client=("127.0.0.1", 50000)), root
+
+
+def _found(client: TestClient, source: str) -> list[tuple[str, str]]:
+    """The (name, source) of every page a search filtered by ``source`` finds, by GET and by POST alike."""
+    got = client.get("/search", params={"q": "x", "k": 10, "source": source})
+    posted = client.post("/search", json={"query": "x", "k": 10, "filter": {"source": source}})
+    assert got.status_code == posted.status_code == 200, (got.text, posted.text)
+    assert got.json()["hits"] == posted.json()["hits"]
+    return sorted((h["name"], h["source"]) for h in got.json()["hits"])
+
+
+def test_a_source_filter_takes_a_documents_name_as_well_as_a_path(
+    rooted: tuple[TestClient, TestClient, Path],
+) -> None:
+    reader, operator, root = rooted
+    # an upload's source is its name to a reader: filtering by it finds it, both documents of that name
+    assert _found(reader, "memo.png") == [("memo.png", "memo.png"), ("memo.png", "memo.png")]
+    # the same name for the operator, who is shown where the server keeps the uploads
+    kept = _found(operator, "memo.png")
+    assert [name for name, _ in kept] == ["memo.png"] * 2 and all(s.endswith(".png") for _, s in kept)
+    assert all(Path(s).parent.name == "uploads" for _, s in kept)
+    # a file outside the ingest roots is shown by its name, and found by it
+    assert _found(reader, "alpha.png") == [("alpha.png", "alpha.png")]
+    # a folder as the reader is shown it, and the file in it; the operator names the server's paths
+    assert _found(reader, "papers") == _found(reader, "papers/zeta.pdf") == [("zeta.pdf", "papers/zeta.pdf")]
+    assert _found(operator, str(root)) == [("zeta.pdf", str(root / "zeta.pdf"))]
+    assert _found(reader, "nothing.png") == []
+    # a reader's path outside the roots, or climbing out of one, and a relative path are refused alike,
+    # naming the input, whatever lies on the server's disk; an operator's relative path names nothing
+    for client, source in (
+        (reader, "/etc"),
+        (reader, "/etc/passwd"),
+        (reader, "papers/../../home"),
+        (reader, ".."),
+        (operator, "papers/zeta.pdf"),
+    ):
+        r = client.get("/search", params={"q": "x", "source": source})
+        assert r.status_code == 400 and r.json()["error"] == "InputError", (source, r.text)
+        assert repr(source) in r.json()["detail"] and str(root.parent) not in r.text, r.text
+
+
+def test_documents_are_listed_by_name_for_every_caller(rooted: tuple[TestClient, TestClient, Path]) -> None:
+    reader, operator, _ = rooted
+    names = ["alpha.png", "beta.png", "memo.png", "memo.png", "zeta.pdf"]
+    shown = reader.get("/documents").json()["documents"]
+    assert [d["name"] for d in shown] == names
+    assert [d["source"] for d in shown] == [
+        "alpha.png",
+        "beta.png",
+        "memo.png",
+        "memo.png",
+        "papers/zeta.pdf",
+    ]
+    # the operator's list, sources and all, is in the same order: paged as the reader's
+    listed = operator.get("/documents").json()["documents"]
+    assert [d["doc_id"] for d in listed] == [d["doc_id"] for d in shown]
+    paged = [
+        reader.get("/documents", params={"offset": i, "limit": 2}).json()["documents"] for i in (0, 2, 4)
+    ]
+    assert [d["doc_id"] for page in paged for d in page] == [d["doc_id"] for d in shown]
+
+
+def test_an_unknown_mode_or_a_malformed_doc_id_is_400_as_the_library_says_it(client: TestClient) -> None:
+    index = client.app.state.index  # type: ignore[attr-defined]
+    for options, given in (
+        ({"mode": "bogus"}, {"mode": "bogus"}),
+        ({"filter": {"doc_id": "xyz"}}, {"doc_id": "xyz"}),
+    ):
+        with pytest.raises(InputError) as raised:
+            index.search("x", **options)
+        for r in (
+            client.get("/search", params={"q": "x", **given}),
+            client.post("/search", json={"query": "x", **options}),
+        ):
+            assert r.status_code == 400, r.text
+            assert (r.json()["error"], r.json()["detail"]) == ("InputError", str(raised.value))
+    assert "search mode must be auto or one of dense" in client.get("/search?q=x&mode=bogus").json()["detail"]
 
 
 @pytest.mark.parametrize(
-    ("body", "status", "fragment"),
+    ("body", "rule", "fragment"),
     [
-        # docvec's own rules: its own words, as the library says them (a 400, as its InputError is)
-        ({"query": ""}, 400, "the query is empty"),
-        ({"query": "   "}, 400, "the query is empty"),
-        ({"query": "x", "k": 0}, 400, "k must be between 1 and 100, not 0"),
-        ({"query": "x", "k": 101}, 400, "k must be between 1 and 100, not 101"),
-        ({"query": "x", "prefetch": 0}, 400, "prefetch must be from 1 to 10000 pages, not 0"),
-        # the request's own shape
-        ({"query": "x" * (MAX_QUERY_CHARS + 1)}, 422, "query"),
-        ({"query": "x", "k": "many"}, 422, "k"),
-        ({}, 422, "query"),
-        ({"query": "x", "filter": {"doc_id": "../../etc"}}, 422, "doc_id"),
-        ({"query": "x", "filter": {"tags": "team=legal"}}, 422, "tags"),
-        ({"query": "x", "filter": {"tags": {"team": ""}}}, 422, "tags"),
-        ({"query": "x", "filter": {"colour": "red"}}, 422, "colour"),
-        ({"query": "x", "filter": []}, 422, "filter"),
+        # docvec's own rules: its own words, as the library says them
+        ({"query": ""}, True, "the query is empty"),
+        ({"query": "   "}, True, "the query is empty"),
+        ({"query": "x", "k": 0}, True, "k must be between 1 and 100, not 0"),
+        ({"query": "x", "k": 101}, True, "k must be between 1 and 100, not 101"),
+        ({"query": "x", "prefetch": 0}, True, "prefetch must be from 1 to 10000 pages, not 0"),
+        (
+            {"query": "x", "filter": {"doc_id": "../../etc"}},
+            True,
+            "filter doc_id: a document id is 32 hex digits, not '../../etc'",
+        ),
+        # the request's own shape: the same class, so the same status, each error named
+        ({"query": "x" * (MAX_QUERY_CHARS + 1)}, False, "query"),
+        ({"query": "x", "k": "many"}, False, "k"),
+        ({}, False, "query"),
+        ({"query": "x", "filter": {"tags": "team=legal"}}, False, "tags"),
+        ({"query": "x", "filter": {"tags": {"team": ""}}}, False, "tags"),
+        ({"query": "x", "filter": {"colour": "red"}}, False, "colour"),
+        ({"query": "x", "filter": []}, False, "filter"),
     ],
 )
 def test_search_rejects_bad_input(
-    client: TestClient, body: dict[str, object], status: int, fragment: str
+    client: TestClient, body: dict[str, object], rule: bool, fragment: str
 ) -> None:
     r = client.post("/search", json=body)
-    assert r.status_code == status, r.text
+    assert r.status_code == 400, r.text
     answer = r.json()
     assert answer["error"] == "InputError" and "Traceback" not in r.text
-    assert (answer["detail"] == fragment) if status == 400 else (fragment in answer["detail"])
+    assert (answer["detail"] == fragment) if rule else (fragment in answer["detail"] and answer["errors"])
     assert len(r.text) < 2000  # the over-long query is not echoed back
 
 
 def test_search_get_rejects_bad_input(client: TestClient) -> None:
-    bad: list[tuple[dict[str, str | int], int]] = [
-        ({"q": ""}, 400),
-        ({"q": "x" * 1001}, 422),
-        ({"q": "x", "k": 0}, 400),
-        ({"q": "x", "k": 101}, 400),
-        ({}, 422),
+    bad: list[dict[str, str | int]] = [
+        {"q": ""},
+        {"q": "x" * 1001},
+        {"q": "x", "k": 0},
+        {"q": "x", "k": 101},
+        {},
     ]
-    for params, status in bad:
+    for params in bad:
         r = client.get("/search", params=params)
-        assert r.status_code == status, (params, r.text)
+        assert r.status_code == 400, (params, r.text)
         assert r.json()["detail"] and r.json()["error"] == "InputError"
     r = client.post("/search", content=b"{not json", headers={"content-type": "application/json"})
-    assert r.status_code == 422
+    assert r.status_code == 400 and r.json()["error"] == "InputError"
 
 
 def test_the_schema_states_the_rules_the_code_applies(client: TestClient) -> None:
@@ -294,7 +398,7 @@ def test_the_schema_states_the_rules_the_code_applies(client: TestClient) -> Non
         {"query": "x", "k": True},
         {"query": "x", "rerank": "9"},
     ):
-        assert client.post("/search", json=body).status_code == 422, body
+        assert client.post("/search", json=body).status_code == 400, body
     # an empty doc_id is no document id (the schema's pattern), not "no filter"
     r = client.get("/search", params={"q": "x", "doc_id": ""})
     assert r.status_code == 400 and "32 hex digits" in r.json()["detail"]
@@ -317,7 +421,7 @@ def test_the_schema_states_the_rules_the_code_applies(client: TestClient) -> Non
             400,
             "InputError",
         ),
-        (client.put("/search"), 405, "InputError"),
+        (client.put("/search"), 405, "UnsupportedError"),
     ):
         assert r.status_code == status and r.json()["error"] == error and r.json()["detail"], r.text
 
@@ -353,20 +457,21 @@ def test_documents_list_and_get(operator: TestClient, docs: dict[str, Path]) -> 
         assert d["page_count"] == d["pages_indexed"] == DOCS[name]
         assert d["tags"] == ({"team": "legal", "year": "2024"} if name == TAGGED else {})
         assert d["ingested_at"]
-    assert [d["source"] for d in body["documents"]] == sorted(d["source"] for d in body["documents"])
+    assert [d["name"] for d in body["documents"]] == sorted(d["name"] for d in body["documents"])
 
     paged = client.get("/documents", params={"offset": 1, "limit": 1}).json()
     assert paged["total"] == 3 and [d["doc_id"] for d in paged["documents"]] == [
         body["documents"][1]["doc_id"]
     ]
-    assert client.get("/documents", params={"limit": 0}).status_code == 422
+    assert client.get("/documents", params={"limit": 0}).status_code == 400
 
 
 def test_documents_list_while_a_file_has_two_versions(
     client: TestClient, operator: TestClient, docs: dict[str, Path]
 ) -> None:
     # Ingesting a changed file writes its new version before removing the old one: for that moment one
-    # source has two documents. The list then still shows each document once, in (source, doc_id) order.
+    # source has two documents. The list then still shows each document once, in (name, source, doc_id)
+    # order.
     index = client.app.state.index  # type: ignore[attr-defined]
     store, collection = index._store, index.collection
     old = _doc_id(docs[TAGGED])
@@ -376,9 +481,9 @@ def test_documents_list_while_a_file_has_two_versions(
     try:
         body = operator.get("/documents").json()
         assert body["total"] == 4
-        listed = [(d["source"], d["doc_id"]) for d in body["documents"]]
-        assert listed == sorted(listed) and len({d for _, d in listed}) == 4
-        assert (str(docs[TAGGED].resolve()), new_id) in listed
+        listed = [(d["name"], d["source"], d["doc_id"]) for d in body["documents"]]
+        assert listed == sorted(listed) and len({d for *_, d in listed}) == 4
+        assert (TAGGED, str(docs[TAGGED].resolve()), new_id) in listed
     finally:
         store.delete(collection, [point_id(new_id, 1)])
     assert client.get("/documents").json()["total"] == 3
@@ -403,7 +508,7 @@ def test_unknown_document_and_page_are_404(client: TestClient, docs: dict[str, P
         assert r.status_code == 404, url
         assert r.json()["detail"]
     assert client.delete(f"/documents/{unknown}").status_code == 404
-    assert client.get(f"/documents/{_doc_id(docs[TAGGED])}/pages/0/image").status_code == 422
+    assert client.get(f"/documents/{_doc_id(docs[TAGGED])}/pages/0/image").status_code == 400
 
 
 @pytest.mark.parametrize(
@@ -420,7 +525,7 @@ def test_unknown_document_and_page_are_404(client: TestClient, docs: dict[str, P
 )
 def test_path_traversal_is_refused(client: TestClient, url: str) -> None:
     r = client.get(url)
-    assert r.status_code in (404, 422), (url, r.status_code)
+    assert r.status_code in (400, 404), (url, r.status_code)
     assert b"root:" not in r.content and not r.content.startswith(PNG)
 
 
@@ -511,6 +616,16 @@ def test_large_uploads_answer_202_with_a_job_to_follow(client: TestClient) -> No
     assert client.get("/jobs/" + "0" * 32).status_code == 404
 
 
+def test_an_upload_job_counts_its_one_document(client: TestClient) -> None:
+    r = client.post("/documents", params={"wait": "false"}, files={"file": ("counted.png", _png(41))})
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert (job["documents_done"], job["documents_total"]) == (0, 1)
+    job = _finish(client, job)
+    assert job["status"] == "done" and (job["documents_done"], job["documents_total"]) == (1, 1), job
+    assert client.delete(f"/documents/{job['result']['doc_id']}").status_code == 200
+
+
 def test_failed_uploads_say_why_without_the_servers_paths(client: TestClient, documents: Path) -> None:
     data_dir = str(client.app.state.index.settings.data_dir)  # type: ignore[attr-defined]
     encrypted = (documents / "pysamples__libreoffice-writer-password.pdf").read_bytes()
@@ -550,7 +665,7 @@ def test_upload_refusals(client: TestClient, documents: Path) -> None:
     r = client.post("/documents", files={"file": ("secret.pdf", encrypted, "application/pdf")})
     assert r.status_code == 422 and "password" in r.json()["detail"]
     assert r.json()["errors"][0]["reason"]
-    assert client.post("/documents").status_code == 422  # no file part
+    assert client.post("/documents").status_code == 400  # no file part: the request's shape
     r = client.post("/documents", files={"file": ("a.png", b"x")}, data={"tag": ["no-equals"]})
     assert r.status_code == 400 and "key=value" in r.json()["detail"]
     assert client.get("/documents").json()["total"] == 3
@@ -605,6 +720,20 @@ def test_healthz_and_page(client: TestClient) -> None:
     assert "http://" not in script.text and "https://" not in script.text
     assert client.get("/openapi.json").json()["paths"]["/search"]
     assert {m.__name__ for m in API_MODELS} >= {"SearchResponse", "DocumentList", "ErrorResponse"}
+
+
+def test_healthz_says_when_the_model_is_the_random_test_model(
+    client: TestClient, tiny_dir: Path, tmp_path: Path
+) -> None:
+    assert client.get("/healthz").json()["test_model"] is True
+    # the same weights under other names and without the build's stamp: no longer known as the test model
+    other = tmp_path / "model"
+    other.mkdir()
+    for gguf in tiny_dir.glob("*.gguf"):
+        shutil.copy(gguf, other / gguf.name.replace("tiny-qwen25vl", "acme-embed"))
+    with TestClient(create_app(index_settings(tmp_path / "data", other))) as c:
+        health = c.get("/healthz").json()
+        assert health["status"] == "ok" and health["test_model"] is False, health
 
 
 @pytest.fixture(scope="module")
@@ -1119,11 +1248,11 @@ def test_a_bad_rerank_is_400(
             assert r.json()["error"] == "InputError" and fragment in r.json()["detail"]
 
 
-def test_a_rerank_that_is_not_a_number_is_422(http: httpx.Client) -> None:
+def test_a_rerank_that_is_not_a_number_is_400(http: httpx.Client) -> None:
     for value in (True, "10", 10.5):
         r = http.post("/search", json={"query": QUERY, "k": 2, "rerank": value})
-        assert r.status_code == 422 and "rerank" in r.json()["detail"], (value, r.text)
-    assert http.get("/search", params={"q": QUERY, "rerank": "many"}).status_code == 422
+        assert r.status_code == 400 and "rerank" in r.json()["detail"], (value, r.text)
+    assert http.get("/search", params={"q": QUERY, "rerank": "many"}).status_code == 400
 
 
 def test_a_server_without_a_reranker_answers_409(plain: httpx.Client) -> None:

@@ -65,7 +65,7 @@ def test_hits_show_thumbnails_names_and_links(server: str, page: Page) -> None:
     page.goto(server + "?q=a+smiling+face&k=2")
     figures = page.locator("figure")
     expect(figures).to_have_count(2)
-    expect(page.locator("#status")).to_have_text("2 pages")
+    expect(page.locator("#status")).to_have_text("2 pages · dense+text")
     for i in range(2):
         expect(figures.nth(i).locator("img")).to_have_attribute("src", re.compile("/thumbnail$"))
     names = sorted(figures.locator(".name").all_inner_texts())
@@ -115,6 +115,72 @@ def test_filters_narrow_the_search(server: str, page: Page) -> None:
     expect(page.locator("figure")).to_have_count(0)
 
 
+def test_the_page_offers_the_collections_modes_and_says_what_a_score_means(
+    server: str, page: Page, tmp_path: Path
+) -> None:
+    page.goto(server)
+    # a single-vector collection with text: auto (the server's choice, named), the fused and plain modes
+    options = page.locator("#mode option")
+    expect(options).to_have_count(4)
+    assert options.all_inner_texts() == ["auto (dense+text)", "dense+text", "dense", "text"]
+    page.locator("#mode").select_option("text")
+    page.locator("#q").fill("dolor magna")
+    page.get_by_role("button", name="Search").click()
+    # keywords only: the image, which has no text, is not found
+    expect(page.locator("#status")).to_have_text("1 page · text")
+    expect(page.locator("figure .score")).to_have_text(re.compile(r"^BM25 \d+\.\d{3}$"))
+    expect(page.locator("#scoring")).to_contain_text("Score (BM25)")
+    expect(page.locator("#scoring")).to_contain_text("no probability")
+    assert parse_qs(urlsplit(page.url).query)["mode"] == ["text"]
+    page.reload()  # the address bar holds the mode too
+    expect(page.locator("#status")).to_have_text("1 page · text")
+    expect(page.locator("#mode")).to_have_value("text")
+
+    # the fused mode's score is a rank fusion, and the page says so, with its constant
+    page.locator("#mode").select_option("")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#status")).to_have_text("2 pages · dense+text")
+    scores = page.locator("figure .score")
+    expect(scores.first).to_have_text(re.compile(r"^rank fusion \d\.\d{3}$"))
+    assert "1/(1 + the page's place)" in (scores.first.get_attribute("title") or "")
+    expect(page.locator("#scoring")).to_contain_text("0.5 is first in one ranking")
+    assert "mode" not in parse_qs(urlsplit(page.url).query)
+    for width in (1280, 420):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.screenshot(path=str(tmp_path / f"modes-{width}.png"), full_page=True)
+        # nothing wider than the window: the filters wrap
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), width
+
+
+def test_the_page_says_when_the_model_is_the_test_model_and_pages_have_no_text(
+    server: str, tiny_dir: Path, tmp_path: Path, page: Page
+) -> None:
+    page.goto(server)
+    expect(page.locator("#test-model")).to_contain_text("random")
+    expect(page.locator("#no-text")).to_have_count(0)  # this collection keeps its pages' text
+    settings = index_settings(tmp_path / "data", tiny_dir, text=False)
+    with Index.open(settings) as ix:
+        assert ix.add([page_image_file(tmp_path / "scan.png")]).ok
+    with serve_in_thread(settings) as url:
+        page.goto(url + "?q=anything")
+        expect(page.locator("#status")).to_have_text("1 page · dense")
+        expect(page.locator("#no-text")).to_contain_text("keeps no page text")
+        expect(page.locator("#no-text")).to_contain_text("docvec reindex --text")
+        expect(page.locator("#test-model")).to_be_visible()
+        # no keyword or fused mode to offer
+        assert page.locator("#mode option").all_inner_texts() == ["auto (dense)", "dense"]
+        expect(page.locator("figure .score")).to_have_text(re.compile(r"^cosine -?\d\.\d{3}$"))
+        for width in (1280, 420):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.screenshot(path=str(tmp_path / f"notices-{width}.png"), full_page=True)
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), width
+
+
+def page_image_file(path: Path) -> Path:
+    page_image(300, 400, seed=8).save(path)
+    return path
+
+
 def test_a_too_long_query_shows_the_servers_reason(server: str, page: Page) -> None:
     page.goto(server + "?q=" + "x" * 1001)
     expect(page.locator("#status")).to_have_class("error")
@@ -135,14 +201,14 @@ def test_drop_a_file_to_upload_it_then_delete_it(server: str, page: Page) -> Non
         data,
     )
     page.dispatch_event("#drop", "drop", {"dataTransfer": transfer})
-    expect(page.locator("#uploads")).to_contain_text("dropped scan.png: indexed, 1 pages")
+    expect(page.locator("#uploads")).to_contain_text("dropped scan.png: indexed, 1 page")
     expect(page.locator("#docs li")).to_have_count(3)
     row = page.locator("#docs li", has_text="dropped scan.png")
     expect(row).to_contain_text("1 page")
     page.once("dialog", lambda dialog: dialog.accept())
     row.get_by_role("button", name="delete").click()
     expect(page.locator("#docs li")).to_have_count(2)
-    expect(page.locator("#status")).to_contain_text("Removed dropped scan.png (1 pages)")
+    expect(page.locator("#status")).to_contain_text("Removed dropped scan.png (1 page)")
 
 
 def test_a_large_upload_follows_its_job(tiny_dir: Path, tmp_path: Path, page: Page) -> None:
@@ -153,7 +219,7 @@ def test_a_large_upload_follows_its_job(tiny_dir: Path, tmp_path: Path, page: Pa
         page.locator("#file").set_input_files(
             [{"name": "report.png", "mimeType": "image/png", "buffer": _png(22, (600, 800))}]
         )
-        expect(page.locator("#uploads")).to_contain_text("report.png: indexed, 1 pages", timeout=60_000)
+        expect(page.locator("#uploads")).to_contain_text("report.png: indexed, 1 page", timeout=60_000)
         expect(page.locator("#docs li")).to_have_count(1)
         expect(page.locator(".hint")).to_contain_text("1 documents are indexed")
 
@@ -213,7 +279,7 @@ def test_a_stored_file_named_html_runs_no_script(tiny_dir: Path, tmp_path: Path,
             page.locator("#file").set_input_files(
                 [{"name": "x.html", "mimeType": "text/html", "buffer": _stored_script_png()}]
             )
-            expect(page.locator("#uploads")).to_contain_text("x.html: indexed, 1 pages", timeout=60_000)
+            expect(page.locator("#uploads")).to_contain_text("x.html: indexed, 1 page", timeout=60_000)
             with page.expect_popup() as opened:
                 page.locator("#docs .name", has_text="x.html").click()
             shown = opened.value
@@ -302,7 +368,7 @@ def test_the_switch_reranks_and_each_hit_shows_its_rerank_score(
     page.goto(rerank_server + "?q=a+smiling+face&k=2")
     figures = page.locator("figure")
     expect(figures).to_have_count(2)
-    expect(page.locator("#status")).to_have_text("2 pages")
+    expect(page.locator("#status")).to_have_text("2 pages · dense+text")
     switch = page.get_by_label("Rerank")
     expect(switch).to_be_visible()
     expect(switch).not_to_be_checked()  # the server's default: DOCVEC_RERANK, 0
@@ -311,7 +377,7 @@ def test_the_switch_reranks_and_each_hit_shows_its_rerank_score(
 
     switch.check()
     page.get_by_role("button", name="Search").click()
-    expect(page.locator("#status")).to_have_text("2 pages, reranked")
+    expect(page.locator("#status")).to_have_text("2 pages · dense+text, reranked")
     expect(page.locator("figure .rerank-score")).to_have_count(2)
     # the page asked for the best max(10, k) pages reranked: what the API answers for the same search
     assert parse_qs(urlsplit(page.url).query)["rerank"] == ["10"]
@@ -322,19 +388,19 @@ def test_the_switch_reranks_and_each_hit_shows_its_rerank_score(
     assert _shown_scores(page) == expected
     assert figures.locator(".name").all_inner_texts() == [h["name"] for h in answer["hits"]]
     # the first stage's score is still there, beside it
-    expect(figures.first.locator(".meta")).to_contain_text("score ")
+    expect(figures.first.locator(".score")).to_have_text(re.compile(r"^rank fusion \d\.\d{3}$"))
     page.screenshot(path=str(tmp_path / "reranked.png"))
 
     # the address bar holds it: a reload reranks again, the switch on
     page.reload()
-    expect(page.locator("#status")).to_have_text("2 pages, reranked")
+    expect(page.locator("#status")).to_have_text("2 pages · dense+text, reranked")
     expect(page.get_by_label("Rerank")).to_be_checked()
     assert _shown_scores(page) == expected
 
     # off again: the first stage's hits, without rerank scores
     page.get_by_label("Rerank").uncheck()
     page.get_by_role("button", name="Search").click()
-    expect(page.locator("#status")).to_have_text("2 pages")
+    expect(page.locator("#status")).to_have_text("2 pages · dense+text")
     expect(page.locator("figure .rerank-score")).to_have_count(0)
 
 
@@ -345,7 +411,7 @@ def test_a_reranked_search_keeps_the_filters(rerank_server: str, page: Page) -> 
     page.locator("#q").fill("anything")
     page.locator("#k").fill("12")
     page.get_by_role("button", name="Search").click()
-    expect(page.locator("#status")).to_have_text("1 pages, reranked")
+    expect(page.locator("#status")).to_have_text("1 page · dense+text, reranked")
     expect(page.locator("figure .name")).to_have_text("pysamples__smile.png")
     # a rerank score, from 0 to 1, as the page prints it
     expect(page.locator("figure .rerank-score")).to_have_text(re.compile(r"^rerank [01]\.\d{3}$"))
@@ -356,12 +422,12 @@ def test_no_switch_without_a_reranker(server: str, page: Page) -> None:
     # the same documents as the reranking server's, served without a reranker
     page.goto(server + "?q=a+smiling+face&k=2")
     expect(page.locator("figure")).to_have_count(2)
-    expect(page.locator("#status")).to_have_text("2 pages")
+    expect(page.locator("#status")).to_have_text("2 pages · dense+text")
     expect(page.locator("#rerank-switch")).to_be_hidden()
     expect(page.locator("figure .rerank-score")).to_have_count(0)
     # the searches the page sends say nothing of rerank: a link asks for none
     assert "rerank" not in parse_qs(urlsplit(page.url).query)
     # a link made on a server with a reranker still works here: the page leaves rerank out
     page.goto(server + "?q=a+smiling+face&k=2&rerank=10")
-    expect(page.locator("#status")).to_have_text("2 pages")
+    expect(page.locator("#status")).to_have_text("2 pages · dense+text")
     expect(page.locator("#rerank-switch")).to_be_hidden()

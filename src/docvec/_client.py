@@ -257,7 +257,8 @@ class RemoteIndex(Closing):
         )
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> records.DocumentList:
-        """Indexed documents ordered by source path, with the total."""
+        """Indexed documents ordered by name (then by source path), with the total: the server's order,
+        the same for every caller (see :meth:`docvec.Index.documents`)."""
         return records.DocumentList.model_validate(
             self._request("GET", "/documents", params={"offset": offset, "limit": limit})
         )

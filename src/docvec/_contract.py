@@ -80,7 +80,7 @@ class IndexLike(Protocol):
         ...
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> records.DocumentList:
-        """Indexed documents ordered by source path, with the total."""
+        """Indexed documents ordered by name (then source path), with the total."""
         ...
 
     def pages_of(self, doc_id: str) -> list[records.Page]:

@@ -434,10 +434,10 @@ class Index(Closing):
         )
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> records.DocumentList:
-        """Indexed documents ordered by source path, ``limit`` of them from ``offset``, with the total. A
-        document still being written (a long upload under way, a run a stop or a crash cut short) is listed
-        as such (``state`` ``"writing"``, ``pages_written``), with no page counted as indexed: none of its
-        pages is searchable yet."""
+        """Indexed documents ordered by name (then source path), ``limit`` of them from ``offset``, with the
+        total. A document still being written (a long upload under way, a run a stop or a crash cut short) is
+        listed as such (``state`` ``"writing"``, ``pages_written``), with no page counted as indexed: none of
+        its pages is searchable yet."""
         version = self._live.version()
         if version is None:
             return records.DocumentList(total=0, offset=offset, limit=limit, documents=[])

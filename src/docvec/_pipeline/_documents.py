@@ -6,16 +6,26 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from .._errors import InputError, NotFoundError, RenderError
-from .._records import DocumentFile, DocumentList, DocumentSummary, PagePayload, PageText
+from .._records import (
+    DocumentFile,
+    DocumentList,
+    DocumentSummary,
+    PagePayload,
+    PageText,
+    is_source_name,
+    shortened,
+)
 from .._store import Filter, Store
 from .._store._pages import PageStore
 from ._sources import missing_reason, sha256_of
 
 __all__ = [
     "delete",
+    "display_names",
     "document_file",
     "list_documents",
     "page_file",
@@ -23,6 +33,7 @@ __all__ = [
     "remove_unfinished",
     "source_filter",
     "source_in_use",
+    "sources_named",
     "stored_pages",
     "summary",
     "target_filter",
@@ -32,25 +43,50 @@ __all__ = [
 log = logging.getLogger("docvec")
 
 _HEX = re.compile(r"[0-9a-f]+")
+#: An upload's kept copy, ``uploads/<sha256>.<ext>`` (docvec._pipeline._queue): the one kind of document
+#: whose name (the client's) is not its file's; an ingested file's name is its path's last part.
+_KEPT_UPLOAD = re.compile(r"[0-9a-f]{64}\.[0-9A-Za-z]+")
+
+
+def display_names(store: Store, collection: str, sources: Iterable[str]) -> dict[str, str]:
+    """The name of the document read from each of ``sources``: its file's name, or, for an upload's kept
+    copy, the name it was uploaded under (read from one of its pages: only those are read)."""
+    names: dict[str, str] = {}
+    for source in sources:
+        base = os.path.basename(source)
+        page = store.page(collection, Filter(sources=(source,))) if _KEPT_UPLOAD.fullmatch(base) else None
+        names[source] = page.display_name if page is not None else base
+    return names
+
+
+def _by_name(name: str, source: str) -> tuple[str, str, str]:
+    # as a person reads a list of names: case aside first, then as written; one name's documents by path
+    return name.casefold(), name, source
 
 
 def list_documents(store: Store, collection: str, *, offset: int = 0, limit: int = 100) -> DocumentList:
-    """Indexed documents, one entry each, ordered by source path (then id), ``limit`` from ``offset``."""
+    """Indexed documents, one entry each, ordered by name (an upload's original name, a file's own name),
+    then by source path and id, ``limit`` from ``offset``.
+
+    By name, which every caller is shown as it is (a served index shows readers no path of its own, and
+    an upload's source is where its copy is kept, named by its content): the order a list is read in."""
     # From the payload indexes: reading every point took 0.9-1.3 s at 100k pages, a page of 100
-    # documents this way 0.15 s.
-    doc_ids, sources = store.facet(collection, "doc_id"), sorted(store.facet(collection, "source"))
+    # documents this way 0.15 s (and one more point read per upload, for its name).
+    doc_ids, sources = store.facet(collection, "doc_id"), store.facet(collection, "source")
     listed: list[PagePayload] = []
     if len(doc_ids) == len(sources):
         # one source per document, as ingestion keeps it: a page of sources is a page of documents; any
         # one page holds its document's summary, and a source deleted meanwhile is skipped
-        chosen = sources[offset : offset + limit]
+        names = display_names(store, collection, sources)
+        chosen = sorted(sources, key=lambda s: _by_name(names[s], s))[offset : offset + limit]
         listed = [p for source in chosen if (p := store.page(collection, Filter(sources=(source,))))]
     else:
         # a file being replaced (its new version written, the old one not yet removed): read it all
         docs: dict[str, PagePayload] = {}
         for _, page in store.pages(collection):
             docs.setdefault(page.doc_id, page)
-        listed = sorted(docs.values(), key=lambda p: (p.source, p.doc_id))[offset : offset + limit]
+        ordered = sorted(docs.values(), key=lambda p: (*_by_name(p.display_name, p.source), p.doc_id))
+        listed = ordered[offset : offset + limit]
     return DocumentList(
         total=len(doc_ids),
         offset=offset,
@@ -126,6 +162,24 @@ def source_filter(path: str) -> Filter:
         return Filter(sources=(str(Path(path).expanduser().resolve()),))
     except ValueError:  # a NUL character: no file has such a name
         raise InputError("not a file name (it has a NUL character)", item=repr(path[:80])) from None
+
+
+def sources_named(store: Store, collection: str, name: str) -> tuple[str, ...]:
+    """The sources of the documents named ``name`` (an upload's original name, a file's own name): what a
+    search filter's ``source`` without a path separator names. :class:`InputError` for a relative path,
+    which names no stored source (they are absolute: ``--filter`` makes a path so)."""
+    if not is_source_name(name):
+        raise InputError(
+            f"filter source {shortened(name)!r}: a source is an absolute path (a file, or a folder of them), "
+            "or a document's name, without '/'"
+        )
+    # a file's name is its path's last part: only the uploads' kept copies need a page read
+    candidates = [
+        s
+        for s in store.facet(collection, "source")
+        if os.path.basename(s) == name or _KEPT_UPLOAD.fullmatch(os.path.basename(s))
+    ]
+    return tuple(sorted(s for s, n in display_names(store, collection, candidates).items() if n == name))
 
 
 def target_filter(store: Store, collection: str, target: str) -> Filter:

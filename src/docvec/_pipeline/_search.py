@@ -14,6 +14,7 @@ from .._records import Hit, ModeChoice, PagePayload, Search, SearchFilter, Searc
 from .._store import Dense, Filter, Fused, Hybrid, Keywords, MaxSim, Store, StoreQuery
 from .._text._snippet import Snippet, snippet
 from .._text._terms import query_vector
+from ._documents import sources_named
 
 __all__ = ["Found", "choose_mode", "search", "to_store_filter"]
 
@@ -101,7 +102,12 @@ def to_store_filter(store: Store, collection: str, flt: SearchFilter) -> Filter 
     sources: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     if flt.source is not None:
-        sources = _sources_under(store, collection, flt.source)
+        # a path, or a document's name (an upload's source is its kept copy: its name is the client's)
+        sources = (
+            _sources_under(store, collection, flt.source)
+            if os.path.isabs(flt.source)
+            else sources_named(store, collection, flt.source)
+        )
         if not sources:
             return None
     wanted = flt.tag_list

@@ -70,7 +70,8 @@ class DocumentFile(BaseModel):
 
 
 class DocumentList(BaseModel):
-    """A page of the document list, ordered by source path."""
+    """A page of the document list, ordered by name (an upload's original name, a file's own name), then by
+    source path."""
 
     total: int
     offset: int

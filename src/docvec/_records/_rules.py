@@ -25,6 +25,7 @@ __all__ = [
     "JsonBool",
     "JsonInt",
     "Tags",
+    "check_doc_id",
     "check_k",
     "check_prefetch",
     "check_query",
@@ -59,6 +60,15 @@ def rule(check: Callable[[Any], Any]) -> AfterValidator:
         return value
 
     return AfterValidator(validate)
+
+
+def check_doc_id(doc_id: object, where: str = "doc_id") -> str:
+    """``doc_id`` when it is a document id (32 hex digits), else :class:`InputError` naming ``where`` it
+    was given and what was given."""
+    if not isinstance(doc_id, str) or not re.fullmatch(DOC_ID_PATTERN, doc_id):
+        shown = shortened(doc_id, 40) if isinstance(doc_id, str) else doc_id
+        raise InputError(f"{where}: a document id is 32 hex digits, not {shown!r}")
+    return doc_id
 
 
 def _whole(value: object) -> object:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, get_args
 
 from pydantic import (
     AfterValidator,
@@ -38,6 +38,7 @@ from ._rules import (
     TAG_VALUE_PATTERN,
     JsonBool,
     JsonInt,
+    check_doc_id,
     check_k,
     check_prefetch,
     check_query,
@@ -46,6 +47,7 @@ from ._rules import (
     parse_tag,
     parse_tags,
     rule,
+    shortened,
     tag_dict,
 )
 
@@ -53,6 +55,7 @@ __all__ = [
     "FILTER_KEYS",
     "MAX_QUERY_CHARS",
     "Hit",
+    "Mode",
     "ModeChoice",
     "ModeParts",
     "Search",
@@ -60,6 +63,7 @@ __all__ = [
     "SearchMode",
     "SearchOptions",
     "SearchResult",
+    "is_source_name",
     "mode_parts",
 ]
 
@@ -93,9 +97,17 @@ def mode_parts(mode: SearchMode) -> ModeParts:
 #: The keys ``--filter`` and ``GET /search`` take, and what each means.
 FILTER_KEYS = {
     "doc_id": "only this document (32 hex digits)",
-    "source": "only documents read from this file, or from under this folder",
+    "source": "only documents read from this file, or from under this folder; a name without '/': the "
+    "documents of that name",
     "tag": "only pages tagged key=value (repeatable: every one must hold)",
 }
+
+
+def is_source_name(source: str) -> bool:
+    """Whether a search filter's ``source`` is a document's name (an upload's original name, a file's own
+    name) rather than a path: it has no path separator, and is no ``.``, ``..`` or ``~`` (which the CLI's
+    ``--filter`` makes paths)."""
+    return not ("/" in source or os.sep in source or source in (".", "..") or source.startswith("~"))
 
 
 def _tags_mapping(tags: object) -> object:
@@ -124,7 +136,15 @@ class SearchFilter(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    doc_id: str | None = Field(None, pattern=DOC_ID_PATTERN, description="Only this document.")
+    # the pattern in the schema, the value checked by docvec's rule: its message is the library's everywhere
+    doc_id: (
+        Annotated[
+            str,
+            Field(json_schema_extra={"pattern": DOC_ID_PATTERN}),
+            rule(lambda d: check_doc_id(d, "filter doc_id")),
+        ]
+        | None
+    ) = Field(None, description="Only this document.")
     source: str | None = Field(
         None,
         min_length=1,
@@ -132,8 +152,10 @@ class SearchFilter(BaseModel):
         pattern=r"^[^\x00]+$",  # no path holds a NUL
         validation_alias=AliasChoices("source", "source_prefix"),
         description=(
-            "Only documents read from this file, or from under this folder (whole path components: "
-            "/docs/a matches /docs/a/x.pdf, not /docs/ab.pdf)."
+            "Only documents read from this file, or from under this folder: an absolute path (whole path "
+            "components: /docs/a matches /docs/a/x.pdf, not /docs/ab.pdf); or, without a '/', the documents "
+            "of this name (a hit's name: an upload's original name, a file's own name). A served index's "
+            "readers name folders as it shows them: docs/api.md."
         ),
     )
     tags: Annotated[
@@ -161,8 +183,9 @@ class SearchFilter(BaseModel):
     @classmethod
     def parse(cls, items: Iterable[str]) -> SearchFilter:
         """A filter from ``key=value`` strings (``--filter``, ``GET /search``): ``doc_id=ID``,
-        ``source=PATH`` (made absolute like the stored sources) and ``tag=KEY=VALUE``; :class:`InputError`
-        for an unknown key, a malformed item or a condition given twice."""
+        ``source=PATH`` (made absolute like the stored sources) or ``source=NAME`` (a document's name,
+        without a path separator: kept as it is) and ``tag=KEY=VALUE``; :class:`InputError` for an unknown
+        key, a malformed item or a condition given twice."""
         found: dict[str, str] = {}
         tags: dict[str, str] = {}
         for item in items:
@@ -182,7 +205,7 @@ class SearchFilter(BaseModel):
                     )
                 tags[tag_key] = tag_value
                 continue
-            if key == "source":
+            if key == "source" and not is_source_name(value):
                 value = os.path.abspath(os.path.expanduser(value))
             if found.get(key, value) != value:
                 raise InputError(f"filter {key} given twice ({found[key]!r} and {value!r})")
@@ -191,9 +214,10 @@ class SearchFilter(BaseModel):
             return cls(doc_id=found.get("doc_id"), source=found.get("source"), tags=tags or None)
         except ValidationError as e:
             first = e.errors()[0]
+            if first["type"] == DOCVEC_RULE:
+                raise InputError(first["msg"]) from None
             field = ".".join(str(p) for p in first.get("loc", ()))
-            message = "a document id is 32 hex digits" if field == "doc_id" else first.get("msg", "invalid")
-            raise InputError(f"filter {field}: {message}") from None
+            raise InputError(f"filter {field}: {first.get('msg', 'invalid')}") from None
 
     @property
     def tag_list(self) -> tuple[str, ...]:
@@ -219,8 +243,13 @@ class Hit(BaseModel):
     page: int = Field(ge=1, description="Page number, 1-based.")
     score: float = Field(
         description=(
-            "Higher is closer: cosine similarity (dense), MaxSim (multi, hybrid), BM25 (text), or the "
-            "reciprocal rank fusion of the two rankings (dense+text and the like)."
+            "Higher is closer, within one search; what it measures is the mode's (docs/search.md): the "
+            "cosine of the query's and the page's vectors, -1 to 1 (dense); MaxSim, the sum over the "
+            "query's tokens of each one's best cosine with the page's, which grows with the query's length "
+            "(multi, hybrid); BM25, 0 and up (text); in the fused modes (dense+text and the like), 1/(1 + p) "
+            "summed over the two rankings, p the page's place in each (1 for the best; in the keyword one, "
+            "divided by DOCVEC_TEXT_WEIGHT): 0.5 is first in one ranking, 1 first in both. None of them is a "
+            "probability (rerank_score is)."
         )
     )
     rerank_score: float | None = Field(
@@ -299,8 +328,22 @@ Rerank = Annotated[
     ),
     rule(lambda rerank: check_rerank(rerank, 1)),  # the range; against k: the model's own check
 ]
+
+
+def _known_mode(mode: object) -> object:
+    # an unknown mode is docvec's rule broken, in its words (400 over the API, as the library's InputError),
+    # not the literal's; a value of another type is left to the type's own refusal
+    if isinstance(mode, str) and mode not in get_args(ModeChoice):
+        modes = ", ".join(get_args(SearchMode))
+        reason = f"search mode must be auto or one of {modes}, not {shortened(mode, 40)!r}"
+        raise PydanticCustomError(DOCVEC_RULE, "{reason}", {"reason": reason})
+    return mode
+
+
+#: A search's mode as every face takes it: one of :data:`ModeChoice`, or none (the setting's).
 Mode = Annotated[
     ModeChoice | None,
+    BeforeValidator(_known_mode),
     Field(description="How pages are scored (default: DOCVEC_SEARCH_MODE, auto): see docs/search.md."),
 ]
 WithText = Annotated[

@@ -2,7 +2,8 @@
 response never carries a traceback. The body names the docvec error class and what it carries, so that a
 client (:class:`docvec.RemoteIndex`) raises the same error with the same message; a request that breaks
 one of docvec's own rules (``k``, an empty query, ...) is told what the library says, not what the request
-validator would."""
+validator would. Each class has one status (docs/api.md's table): a bad input is a 400 whether docvec's
+rule or the request's shape refused it, as the library raises one :class:`~docvec.InputError` for both."""
 
 from __future__ import annotations
 
@@ -52,9 +53,8 @@ _FRAMEWORK_CLASSES = {
     401: "ForbiddenError",
     403: "ForbiddenError",
     404: "NotFoundError",
+    405: "UnsupportedError",
     413: "TooLargeError",
-    415: "InputError",
-    422: "InputError",
 }
 
 
@@ -128,8 +128,9 @@ def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) 
             # docvec's own rule, in its own words: what the library raises for the same value
             detail = "; ".join(dict.fromkeys(e["msg"] for e in errors))
             return error_response(400, detail, error="InputError", fields={"reason": detail})
+        # the request's shape (a wrong type, an unknown field): the same class, so the same status
         detail = "; ".join(f"{'.'.join(e['loc'][1:]) or e['loc'][0]}: {e['msg']}" for e in errors)
-        return error_response(422, detail or "invalid request", errors, error="InputError")
+        return error_response(400, detail or "invalid request", errors, error="InputError")
 
     async def http_error(request: Request, exc: Exception) -> Response:
         # the framework's own refusals (no such endpoint, a body that is no JSON or no multipart) in
@@ -142,7 +143,7 @@ def install_error_handlers(app: FastAPI, *, hide: dict[str, str] | None = None) 
             allowed = sorted(_methods_on(request.app.router.routes, request.scope))
             path = shortened(request.url.path)
             detail = f"{path} does not take {request.method}: it takes {', '.join(allowed)}"
-            response = error_response(405, detail, error="InputError")
+            response = error_response(405, detail, error=_FRAMEWORK_CLASSES[405])
             response.headers["Allow"] = ", ".join(allowed)
             return response
         if status == 404:

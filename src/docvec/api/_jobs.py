@@ -66,8 +66,8 @@ class Job(BaseModel):
         )
     )
     name: str = Field(description="The uploaded file's name, or what the job does.")
-    documents_done: int = Field(0, description="Documents finished so far (ingest runs and reindexes).")
-    documents_total: int = Field(0, description="Documents to do (0 until they are known).")
+    documents_done: int = Field(0, description="Documents finished so far (an upload: 1 once it is done).")
+    documents_total: int = Field(0, description="Documents to do (0 until they are known; an upload: 1).")
     current: str | None = Field(None, description="The document being read.")
     page: int = Field(0, description="Pages of the current document done so far.")
     page_count: int = Field(0, description="Pages of the current document (0 until it is opened).")
@@ -153,6 +153,7 @@ class Jobs:
             job_id=upload.upload_id,
             status="queued",
             name=upload.name,
+            documents_total=1,
             page_count=upload.page_count,
             status_url=f"/jobs/{upload.upload_id}",
         )
@@ -308,7 +309,9 @@ class Jobs:
             log.exception("job %s failed", task.job_id)
             self._end(task, status="failed", detail="internal error", error="DocvecError")
         else:
-            self._end(task, status="done", result=result)
+            # an upload's work reports its pages only: its one document is done when the work is
+            finished = {"documents_done": 1} if task.kind == "upload" else {}
+            self._end(task, status="done", result=result, **finished)
 
     def _set(self, job_id: str, **changes: Any) -> Job:
         with self._cond:
@@ -373,7 +376,9 @@ class Jobs:
             if job is None:
                 self.submit_upload(upload)
             else:
-                job = job.model_copy(update={"status": "queued", "page": 0, "cancelling": False})
+                # documents_total: a record saved before uploads counted their one document
+                resumed = {"status": "queued", "page": 0, "cancelling": False, "documents_total": 1}
+                job = job.model_copy(update=resumed)
                 self._enqueue(job, functools.partial(self._upload, upload.upload_id))
             log.info("%s: upload queued again (%s)", upload.name, upload.state)
         for job_id in unfinished:

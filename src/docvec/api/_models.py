@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._errors import InputError
 from .._records import (
     DOC_ID_PATTERN,
     MAX_QUERY_CHARS,
@@ -18,13 +16,14 @@ from .._records import (
     DocumentList,
     DocumentSummary,
     Hit,
-    ModeChoice,
+    Mode,
     Page,
     PageText,
     Search,
     SearchFilter,
     SearchResult,
     Upload,
+    check_doc_id,
     parse_tag,
     rule,
 )
@@ -83,11 +82,14 @@ class SearchParams(BaseModel):
         None,
         description=(
             "Only documents read from this file, or under this folder, named as this server shows paths: "
-            "to readers '<folder>/<path in it>' (a hit's source), to operators a path on the server."
+            "to readers '<folder>/<path in it>' (a hit's source), to operators an absolute path on the "
+            "server; or, without '/', the documents of this name (a hit's name: an upload's original name, "
+            "a file's own name)."
         ),
     )
     tag: list[TagText] = Field(default_factory=list, description="Only pages tagged key=value (repeatable).")
-    mode: ModeChoice | None = _like("mode", None)
+    # the search's own type: an unknown mode is refused in the library's words
+    mode: Mode = _like("mode", None)
     prefetch: int | None = _like("prefetch", None)
     with_text: bool = _like("with_text", False)
     rerank: int | None = _like("rerank", None)
@@ -96,9 +98,9 @@ class SearchParams(BaseModel):
         """The search these parameters ask for, checked as ``POST /search``'s body and ``--filter`` are (a
         bad one is a 400); the source as given (the caller's terms: see
         :func:`docvec.api._routes._reader_filter`)."""
-        if self.doc_id is not None and not re.fullmatch(DOC_ID_PATTERN, self.doc_id):
+        if self.doc_id is not None:
             # an empty one too: it is no filter the schema admits, not "no filter"
-            raise InputError("filter doc_id: a document id is 32 hex digits")
+            check_doc_id(self.doc_id, "filter doc_id")
         items = [f"doc_id={self.doc_id}"] if self.doc_id is not None else []
         items += [f"tag={t}" for t in self.tag]
         flt = SearchFilter.parse(items) if items else None
@@ -108,8 +110,8 @@ class SearchParams(BaseModel):
         try:
             return Search.model_validate({"query": self.q, "k": self.k, "filter": flt, **given})
         except ValidationError as e:
-            # as the query string's own refusals are answered: docvec's rules in its words (400), the rest
-            # as the request's shape (422), exactly as POST /search's body
+            # as the query string's own refusals are answered: docvec's rules in its words, the rest as the
+            # request's shape (both 400, InputError), exactly as POST /search's body
             raise RequestValidationError(
                 [{**err, "loc": ("query", *_param(err["loc"]))} for err in e.errors()]
             ) from None
@@ -178,6 +180,13 @@ class HealthResponse(BaseModel):
 
     status: str
     model: str = Field(description="The model loaded, as named: by DOCVEC_MODEL, or by the collection.")
+    test_model: bool = Field(
+        False,
+        description=(
+            "Whether the model is docvec's tiny test model (docvec models tiny, DOCVEC_MODEL=tiny): its "
+            "weights are random, so its rankings mean nothing; the search page says so."
+        ),
+    )
     collection: str
     pages: int | None = None
     multivector: bool | None = Field(

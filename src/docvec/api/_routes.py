@@ -20,6 +20,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from .._errors import ForbiddenError, InputError, NotFoundError, StoreError, rebuild_error
 from .._index import Index
+from .._model._registry import TINY_ARCHES, TINY_STAMP
 from .._records import (
     DOC_ID_PATTERN,
     DocumentList,
@@ -29,6 +30,7 @@ from .._records import (
     Search,
     SearchFilter,
     Upload,
+    is_source_name,
     parse_tags,
     shortened,
 )
@@ -69,17 +71,23 @@ def _shown(request: Request, item: _Shown) -> _Shown:
 
 def _reader_filter(request: Request, flt: SearchFilter | None) -> SearchFilter | None:
     """A search filter in the caller's terms made the store's: a reader names a source as the server
-    shows it (``<root name>/<path in it>``), an operator by its path on the server."""
+    shows it (``<root name>/<path in it>``), an operator by its path on the server; either may name
+    documents by their name (no ``/``: an upload's original name, a file's own name), which is the same
+    for every caller and says nothing of the server's folders."""
     if flt is None or flt.source is None or caller(request).role >= Role.OPERATOR:
         return flt
     access: Access = request.app.state.access
     actual = access.actual_source(flt.source)
-    if actual is None:
-        raise InputError(
-            f"source {shortened(flt.source)}: a source filter names a folder as this server shows paths "
-            "('<folder>/<path in it>', as hits' source says), under a folder it ingests from"
-        )
-    return flt.model_copy(update={"source": actual})
+    if actual is not None:
+        return flt.model_copy(update={"source": actual})
+    if is_source_name(flt.source):
+        return flt
+    # the same answer whatever lies on the server's disk: a reader's path never reaches it
+    raise InputError(
+        f"filter source {shortened(flt.source)!r}: a reader names a folder as this server shows paths "
+        "('<folder>/<path in it>', as hits' source says), under a folder it ingests from, or documents "
+        "by their name, without '/'"
+    )
 
 
 #: the search page's policy: its own script and style only, images from this server (and the page's own
@@ -165,6 +173,7 @@ def healthz(request: Request) -> JSONResponse:
     out = models.HealthResponse(
         status="ok",
         model=_model_name(index.model),
+        test_model=_is_test_model(index),
         collection=index.collection,
         reranker=_model_name(index.settings.rerank_model) if index.settings.rerank_model else None,
         rerank=index.settings.rerank,
@@ -180,6 +189,17 @@ def healthz(request: Request) -> JSONResponse:
     # the reranker is said either way: null, a server without one (the search page hides its switch)
     body = {**out.model_dump(exclude_none=True), "reranker": out.reranker}
     return JSONResponse(body, 200 if out.status == "ok" else 503)
+
+
+def _is_test_model(index: Index) -> bool:
+    """Whether the index's model is one of docvec's tiny test models (``docvec models tiny``), whose
+    weights are random: its rankings mean nothing, and a person searching should be told. A build leaves
+    its stamp beside its files, which are named by their architecture's test model (a copy without the
+    stamp keeps the names)."""
+    language_model = index.embedder.files.language_model
+    if (language_model.parent / TINY_STAMP).is_file():
+        return True
+    return any(language_model.name.startswith(f"{base}-") for base, _ in TINY_ARCHES.values())
 
 
 def _model_name(model: str) -> str:
@@ -220,7 +240,8 @@ def list_documents(
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> DocumentList:
-    """Indexed documents, one entry each, ordered by source path."""
+    """Indexed documents, one entry each, ordered by name (then by source path): the same order for
+    every caller, whatever source each is shown."""
     index = _index(request)
     listed = index.documents(offset=offset, limit=limit)
     return listed.model_copy(update={"documents": [_shown(request, d) for d in listed.documents]})

@@ -9,6 +9,35 @@ let reranker = null;
 let rerankDefault = 0;  // the server's DOCVEC_RERANK: how deep a reranked search goes (10 when unset)
 let signedIn = false;
 
+// What each mode scores pages by, and what its score is: a number to compare within one search, never a
+// probability (the reranker's is one). The fused modes' are Qdrant's weighted RRF with k = 2 (docs/text.md).
+const MODES = {
+  dense: "the page's look",
+  multi: "the page's look, token by token",
+  hybrid: "the page's look, its best pages then token by token",
+  text: "the words of the page's text",
+};
+// [what the score is, what it says in short, and in full (the score's tooltip)]
+const SCORES = {
+  dense: ["cosine", "from -1 to 1", "the cosine of the query's and the page's vectors, from -1 to 1"],
+  multi: ["MaxSim", "grows with the query's length",
+          "each query token's best match on the page, summed: it grows with the query's length"],
+  hybrid: ["MaxSim", "grows with the query's length",
+           "each query token's best match on the page, summed: it grows with the query's length"],
+  text: ["BM25", "0 and up, rare words count most", "how well the page's words match the query's, from 0 up"],
+  fused: ["rank fusion", "1/(1 + place) in each ranking, summed: 0.5 is first in one ranking, 1 first in both",
+          "1/(1 + the page's place) in each ranking (1 for the best), summed; in the keyword ranking the " +
+          "place is divided by DOCVEC_TEXT_WEIGHT (1 by default): 0.5 is first in one ranking, 1 first in both"],
+};
+function modeText(mode) {
+  const [visual, fused] = mode.split("+");
+  if (!MODES[visual]) return mode;
+  return fused ? "the page's look and its text's words, ranked apart and fused" : MODES[visual];
+}
+function scoreOf(mode) {
+  return SCORES[mode.includes("+") ? "fused" : mode] || ["score", "higher is closer", "higher is closer"];
+}
+
 function setStatus(text, isError) {
   $("status").textContent = text;
   $("status").className = isError ? "error" : "";
@@ -52,6 +81,11 @@ async function loadSession() {
     signedIn = s.key_required && s.reader;
   } catch (e) { signedIn = false; }
   $("signout").hidden = !signedIn;
+}
+
+// "1 page", "2 pages": one way of counting, everywhere on the page
+function pages(n) {
+  return n + (n === 1 ? " page" : " pages");
 }
 
 function el(tag, cls, text) {
@@ -102,6 +136,45 @@ async function loadHealth() {
   $("rerank-switch").hidden = !reranker;
   $("rerank").checked = rerankDefault > 0;
   if (reranker) $("rerank-switch").title += " (" + reranker + ")";
+  showModes(health);
+  showNotices(health);
+}
+
+// The modes this collection can answer: the visual ones its vectors allow, and with text the keyword and
+// fused ones; "auto" names the one the server picks.
+function showModes(health) {
+  const select = $("mode");
+  const chosen = select.value;
+  const visual = health.multivector ? ["dense", "hybrid", "multi"] : ["dense"];
+  const modes = health.text ? [...visual.map((v) => v + "+text"), ...visual, "text"] : visual;
+  select.replaceChildren(new Option("auto" + (health.search_mode ? " (" + health.search_mode + ")" : ""), ""));
+  for (const m of modes) {
+    const option = new Option(m, m);
+    option.title = modeText(m);
+    select.append(option);
+  }
+  select.value = modes.includes(chosen) ? chosen : "";
+}
+
+// What a person searching should know before trusting the order of the pages.
+function showNotices(health) {
+  const box = $("notices");
+  box.replaceChildren();
+  if (health.test_model) {
+    const p = el("p", "notice", "This server runs docvec's test model (" + health.model + "): its weights " +
+                 "are random, so the order of the pages means nothing. Serve a real model to search by " +
+                 "meaning: ");
+    p.append(el("code", "", "docvec models list"), " names them.");
+    p.id = "test-model";
+    box.append(p);
+  }
+  if (health.text === false) {
+    const p = el("p", "notice", "This collection keeps no page text: pages are found by their look only, " +
+                 "with no keyword search and no snippets. ");
+    p.append(el("code", "", "docvec reindex --text"), " adds it.");
+    p.id = "no-text";
+    box.append(p);
+  }
 }
 
 // how many of the first stage's best pages the reranker reads: the server's default depth, at least k
@@ -126,11 +199,10 @@ async function loadDocuments() {
     const info = el("div");
     const link = fileLink(d.name, "documents/" + d.doc_id + "/file");
     // a document still being written is not searchable yet: say so, with how far it got
-    const pages = d.state === "writing"
-      ? "being indexed: " + (d.pages_written || 0) + " of " + d.page_count + " pages"
-      : (d.pages_indexed === d.page_count ? d.page_count : d.pages_indexed + " of " + d.page_count) +
-        (d.page_count === 1 ? " page" : " pages");
-    info.append(link, el("div", "meta", pages + (tagText(d.tags) ? " · " + tagText(d.tags) : "")));
+    const count = d.state === "writing"
+      ? "being indexed: " + (d.pages_written || 0) + " of " + pages(d.page_count)
+      : (d.pages_indexed === d.page_count ? "" : d.pages_indexed + " of ") + pages(d.page_count);
+    info.append(link, el("div", "meta", count + (tagText(d.tags) ? " · " + tagText(d.tags) : "")));
     const del = el("button", "quiet", "delete");
     del.title = "remove " + d.name + " from the index";
     del.addEventListener("click", () => removeDocument(d));
@@ -145,7 +217,7 @@ async function removeDocument(d) {
   if (!confirm("Remove " + d.name + " from the index?")) return;
   try {
     const r = await call("DELETE", "documents/" + d.doc_id);
-    setStatus("Removed " + d.name + " (" + r.pages_removed + " pages).");
+    setStatus("Removed " + d.name + " (" + pages(r.pages_removed) + ").");
   } catch (e) { if (e.message !== "API key") setStatus(e.message, true); }
   await loadDocuments();
 }
@@ -194,7 +266,7 @@ function upload(file) {
 
 function done(result, bar, say) {
   bar.value = 1;
-  say(result.already_indexed ? "already indexed as " + result.name : "indexed, " + result.pages + " pages");
+  say(result.already_indexed ? "already indexed as " + result.name : "indexed, " + pages(result.pages));
   loadDocuments();
 }
 
@@ -243,6 +315,7 @@ async function runSearch(ev) {
   if (filter.doc_id) params.doc_id = filter.doc_id;
   if (tag) params.tag = tag;
   const request = {query, k, filter};
+  if ($("mode").value) params.mode = request.mode = $("mode").value;
   if (reranker) params.rerank = String(request.rerank = rerankDepth(k));
   history.replaceState(null, "", "?" + new URLSearchParams(params));
   setStatus(request.rerank ? "Searching and reranking..." : "Searching...");
@@ -251,8 +324,14 @@ async function runSearch(ev) {
   catch (e) { if (e.message !== "API key") setStatus(e.message === "Failed to fetch" ? "The server cannot be reached." : e.message, true); return; }
   const grid = $("results");
   grid.replaceChildren();
+  $("scoring").hidden = true;
   if (!body.hits.length) { setStatus("Nothing found."); showHint(); return; }
-  setStatus(body.hits.length + " pages" + (body.rerank ? ", reranked" : ""));
+  setStatus(pages(body.hits.length) + " · " + body.mode + (body.rerank ? ", reranked" : ""));
+  const [measure, short, meaning] = scoreOf(body.mode);
+  $("scoring").textContent = "Found by " + modeText(body.mode) + ". Score (" + measure + "): " + short +
+    "; it orders this search's pages, and is no probability" +
+    (body.rerank ? " (rerank, the reranker's, is one)." : ".");
+  $("scoring").hidden = false;
   for (const hit of body.hits) {
     const fig = el("figure");
     const img = el("img");
@@ -260,7 +339,10 @@ async function runSearch(ev) {
     img.dataset.full = hit.image_url.replace(/^\//, "");
     const cap = el("figcaption");
     const name = fileLink(hit.name, hit.file_url.replace(/^\//, ""));
-    const meta = el("div", "meta", "page " + hit.page + " · score " + hit.score.toFixed(3) + " · ");
+    const meta = el("div", "meta", "page " + hit.page + " · ");
+    const score = el("span", "score", measure + " " + hit.score.toFixed(3));
+    score.title = meaning;
+    meta.append(score, " · ");
     if (hit.rerank_score != null) {
       const rerank = el("span", "rerank-score", "rerank " + hit.rerank_score.toFixed(3));
       rerank.title = "the reranker's probability that the page meets the query (score: the first stage's)";
@@ -301,6 +383,12 @@ document.addEventListener("keydown", (e) => { if (e.key === "Escape") $("lightbo
     if (given.get("k")) $("k").value = given.get("k");
     if (given.get("doc_id")) $("doc").value = given.get("doc_id");
     if (given.get("tag")) $("tag").value = given.get("tag");
+    const mode = given.get("mode");
+    if (mode) {
+      // a link's mode this collection cannot answer is sent all the same: the server says why
+      if (![...$("mode").options].some((o) => o.value === mode)) $("mode").append(new Option(mode, mode));
+      $("mode").value = mode;
+    }
     if (given.get("rerank") !== null) $("rerank").checked = Number(given.get("rerank")) > 0;
     $("search").requestSubmit();
   } else {
