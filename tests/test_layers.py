@@ -33,13 +33,20 @@ LAYERS: dict[str, tuple[str, float]] = {
     "docvec.api": ("api", 4),
     "docvec._evaluate": ("eval", 4),
     "docvec.samples": ("samples", 4),
+    # what agents and RAG frameworks use: over any index, local or served
+    **{f"docvec.{m}": ("integrations", 4) for m in ("rag", "langchain", "llama_index", "mcp")},
     # what `import docvec` gives: the front ends may use it (the flows use nothing else)
     "docvec": ("public surface", 3.5),
     "docvec.__main__": ("command line", 4),
 }
-#: imports across a layer that are part of the design: the command line starts the API server and runs
-#: eval, and it alone uses the build-time tools
-ACROSS = {("command line", "api"), ("command line", "eval"), ("command line", "tools")}
+#: imports across a layer that are part of the design: the command line starts the API server and the MCP
+#: server and runs eval, and it alone uses the build-time tools
+ACROSS = {
+    ("command line", "api"),
+    ("command line", "eval"),
+    ("command line", "tools"),
+    ("command line", "integrations"),  # `docvec mcp`
+}
 #: layers that no layer above may import, whatever its rank (only those named in ACROSS)
 SIDE = {"tools", "command line", "api", "eval"}
 

@@ -3,7 +3,7 @@
 Each command loads only what it needs (``--help`` and ``--version`` load no model and no store).
 """
 
-from . import _index_commands, _model_commands, _version_commands  # noqa: F401  (they register themselves)
+from . import _agent_commands, _index_commands, _model_commands, _version_commands  # noqa: F401  (they register themselves)
 from ._common import app
 
 __all__ = ["app", "main"]
