@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
+import httpx2
 import pytest
 from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from PIL import Image
 
 from docvec import Index, IndexLike, InputError, RemoteIndex, Settings
@@ -304,3 +306,35 @@ def test_the_rag_example_runs_as_a_plain_script(settings: Settings, tmp_path: Pa
     assert sent["path"] == "/v1/chat/completions" and sent["body"]["model"] == "qwen2.5-vl"
     parts = sent["body"]["messages"][-1]["content"]
     assert sum(p["type"] == "image_url" for p in parts) == 3
+
+
+async def _http_session(url: str, key: str | None) -> dict[str, Any]:
+    headers = {"x-api-key": key} if key else {}
+    found: dict[str, Any] = {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        found["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
+        found["search"] = await session.call_tool("search", {"query": QUERY, "k": 1})
+        found["bad"] = await session.call_tool("get_page", {"doc_id": "xyz", "page": 1})
+    return found
+
+
+def test_the_server_answers_mcp_over_http_with_its_readers_key(settings: Settings) -> None:
+    keyed = settings.model_copy(update={"api_key": "reader-key"})
+    with serve_in_thread(keyed) as url:
+        found = anyio.run(_http_session, f"{url}mcp", "reader-key")
+        refused = httpx2.post(
+            f"{url}mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+            headers={"accept": "application/json, text/event-stream"},
+        )
+    assert found["tools"] == ["get_page", "list_documents", "search"]
+    head = json.loads(found["search"].content[0].text)
+    assert len(head["hits"]) == 1 and head["hits"][0]["cite"].startswith("[1] ")
+    assert [c.type for c in found["search"].content] == ["text", "text", "image"]
+    assert found["bad"].is_error and "NotFoundError: no document xyz" in found["bad"].content[0].text
+    assert refused.status_code == 401  # no key: the same refusal as every route's

@@ -46,6 +46,7 @@ ACROSS = {
     ("command line", "eval"),
     ("command line", "tools"),
     ("command line", "integrations"),  # `docvec mcp`
+    ("api", "integrations"),  # the MCP server at /mcp
 }
 #: layers that no layer above may import, whatever its rank (only those named in ACROSS)
 SIDE = {"tools", "command line", "api", "eval"}

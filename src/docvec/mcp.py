@@ -17,6 +17,7 @@ nothing but the index (its page images and texts), never a path an agent names.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -50,10 +51,12 @@ def _tool_error(e: DocvecError) -> ToolError:
     return ToolError(f"{type(e).__name__}: {e}")
 
 
-def create_server(index: IndexLike) -> MCPServer:
-    """The MCP server of ``index`` (local or served: :func:`docvec.connect`'s), ready to run on any of the
-    SDK's transports."""
+def create_server(index: IndexLike | Callable[[], IndexLike]) -> MCPServer:
+    """The MCP server of ``index`` (local or served: :func:`docvec.connect`'s; or a function that gives
+    the index at each call, for a server whose index opens after the routes are made), ready to run on
+    any of the SDK's transports."""
     server: MCPServer = MCPServer(name="docvec", instructions=_INSTRUCTIONS)
+    the_index = index if callable(index) else lambda: index
 
     @server.tool(
         description=(
@@ -79,11 +82,12 @@ def create_server(index: IndexLike) -> MCPServer:
         max_side: int = SEARCH_MAX_SIDE,
     ) -> list[TextContent | ImageContent]:
         try:
+            ix = the_index()
             wanted = {"doc_id": doc_id, "source": source, "tags": tags}
             flt = {key: value for key, value in wanted.items() if value} or None
             # checked by docvec's rules, which name what is wrong as every face does
             search = Search.of(query, k=k, filter=flt, mode=mode, rerank=rerank, with_text=with_text)
-            result = index.search(search)
+            result = ix.search(search)
             hits = [
                 {
                     "cite": citation(n, h),
@@ -105,7 +109,7 @@ def create_server(index: IndexLike) -> MCPServer:
             ]
             if images:
                 for n, h in enumerate(result, start=1):
-                    image = page_image(index, h.doc_id, h.page, max_side=max_side)
+                    image = page_image(ix, h.doc_id, h.page, max_side=max_side)
                     out.append(TextContent(type="text", text=citation(n, h)))
                     out.append(ImageContent(type="image", data=image.base64, mime_type=image.mime_type))
             return out
@@ -122,8 +126,9 @@ def create_server(index: IndexLike) -> MCPServer:
     )
     def get_page(doc_id: str, page: int, max_side: int | None = None) -> list[TextContent | ImageContent]:
         try:
-            image = page_image(index, doc_id, page, max_side=max_side)
-            text = _page_text(index, doc_id, page)
+            ix = the_index()
+            image = page_image(ix, doc_id, page, max_side=max_side)
+            text = _page_text(ix, doc_id, page)
         except DocvecError as e:
             raise _tool_error(e) from e
         head = {"doc_id": doc_id, "page": page, "width": image.width, "height": image.height}
@@ -143,7 +148,7 @@ def create_server(index: IndexLike) -> MCPServer:
     )
     def list_documents(offset: int = 0, limit: int = 100) -> dict[str, Any]:
         try:
-            listed = index.documents(offset=offset, limit=limit)
+            listed = the_index().documents(offset=offset, limit=limit)
         except DocvecError as e:
             raise _tool_error(e) from e
         return {
@@ -160,7 +165,7 @@ def create_server(index: IndexLike) -> MCPServer:
     )
     def page_image_resource(doc_id: str, page: str) -> bytes:
         try:
-            return page_image(index, doc_id, int(page), max_side=None).data
+            return page_image(the_index(), doc_id, int(page), max_side=None).data
         except ValueError as e:
             raise ResourceError(f"InputError: page must be a page number, not {page!r}") from e
         except DocvecError as e:

@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
@@ -22,6 +23,9 @@ from ._jobs import Jobs
 from ._models import ErrorResponse
 from ._reads import ReadsOnly
 from ._routes import router
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 __all__ = ["create_app"]
 
@@ -56,7 +60,12 @@ def create_app(settings: Settings, *, index: Index | None = None, reads_only: st
                 stack.callback(jobs.close)  # before the index closes: the running job stops at its next page
             log.info("serving %s from %s", settings.collection, settings.data_dir)
             try:
-                yield
+                if agents is None:
+                    yield
+                else:
+                    # the MCP sessions' task group lives as long as the app
+                    async with agents.session_manager.run():
+                        yield
             finally:
                 del app.state.index
 
@@ -92,4 +101,25 @@ def create_app(settings: Settings, *, index: Index | None = None, reads_only: st
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     app.include_router(router)
     app.include_router(admin_router)
+    agents = None if reads_only is not None else _mcp_server(app)
     return app
+
+
+def _mcp_server(app: FastAPI) -> MCPServer | None:
+    """The MCP server over streamable HTTP at ``/mcp``, on the app's index, behind the same guard (the
+    reader's key, the hosts it answers to) as every route; ``None`` without the ``mcp`` extra."""
+    try:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from ..mcp import create_server
+    except ImportError:
+        log.info("no MCP endpoint: the mcp package is not installed (pip install 'docvec[mcp]')")
+        return None
+    server = create_server(lambda: app.state.index)
+    # the guard checks the Host header against the names this server answers to: the SDK need not
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    app.router.routes.extend(mcp_app.routes)
+    return server
