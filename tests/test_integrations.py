@@ -338,3 +338,50 @@ def test_the_server_answers_mcp_over_http_with_its_readers_key(settings: Setting
     assert [c.type for c in found["search"].content] == ["text", "text", "image"]
     assert found["bad"].is_error and "NotFoundError: no document xyz" in found["bad"].content[0].text
     assert refused.status_code == 401  # no key: the same refusal as every route's
+
+
+async def _adding(settings: Settings, root: Path, outside: Path) -> dict[str, Any]:
+    params = StdioServerParameters(
+        command=DOCVEC,
+        args=["mcp"],
+        env={
+            **os.environ,
+            "DOCVEC_DATA_DIR": str(settings.data_dir),
+            "DOCVEC_MODEL": settings.model,
+            "DOCVEC_EMBED__MAX_PIXELS": str(TINY),
+            "DOCVEC_MCP_ADD": "true",
+            "DOCVEC_INGEST_ROOTS": str(root),
+        },
+    )
+    found: dict[str, Any] = {}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        found["tools"] = {t.name: t for t in (await session.list_tools()).tools}
+        found["added"] = await session.call_tool("add", {"paths": [str(root)], "tags": {"via": "agent"}})
+        found["outside"] = await session.call_tool("add", {"paths": [str(outside)]})
+        found["missing"] = await session.call_tool("add", {"paths": [str(outside.parent / "nope.pdf")]})
+        found["climbing"] = await session.call_tool("add", {"paths": [f"{root}/../{outside.name}"]})
+    return found
+
+
+def test_an_agent_adds_files_only_where_the_operator_allows(
+    tmp_path: Path, documents: Path, tiny_dir: Path
+) -> None:
+    settings = index_settings(tmp_path / "data", tiny_dir, max_pixels=TINY)
+    root = tmp_path / "inbox"
+    root.mkdir()
+    shutil.copy(documents / "pysamples__smile.png", root / "smile.png")
+    outside = shutil.copy(documents / "pysamples__minimal-document.pdf", tmp_path / "private.pdf")
+    found = anyio.run(_adding, settings, root, Path(outside))
+    add = found["tools"]["add"]
+    assert str(root) in (add.description or "") and not add.annotations.read_only_hint
+    added = found["added"]
+    assert not added.is_error, added.content
+    assert json.loads(added.content[0].text)["documents_indexed"] == 1
+    with Index.open(settings) as index:
+        listed = index.documents().documents
+        assert [(d.name, d.tags) for d in listed] == [("smile.png", {"via": "agent"})]
+    # outside the folders, existing or not, climbing out or not: one refusal, nothing read
+    refusals = [found[k] for k in ("outside", "missing", "climbing")]
+    assert all(r.is_error and "ForbiddenError" in r.content[0].text for r in refusals)
+    assert "not under a folder agents may add from" in refusals[1].content[0].text

@@ -327,9 +327,13 @@ def test_screenshot_shows_the_results(server: str, page: Page, tmp_path: Path) -
         page.goto(server + query)
         if query:
             expect(page.locator("figure img[src$='/thumbnail']")).to_have_count(2)
-            page.wait_for_function(
-                "[...document.querySelectorAll('figure img')].every(i => i.complete && i.naturalWidth > 0)"
-            )
+            # polled from here: wait_for_function's own polling evaluates a string in the page, which the
+            # page's Content-Security-Policy (no 'unsafe-eval') refuses once the first look fails
+            loaded = "imgs => imgs.every(i => i.complete && i.naturalWidth > 0)"
+            deadline = time.monotonic() + 30
+            while not page.locator("figure img").evaluate_all(loaded):
+                assert time.monotonic() < deadline, "the thumbnails did not load"
+                time.sleep(0.1)
         else:
             expect(page.locator(".hint")).to_be_visible()
         out = tmp_path / f"{name}.png"

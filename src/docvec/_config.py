@@ -353,6 +353,14 @@ class Settings(BaseSettings):
             "folders to readers as '<folder name>/<path in it>'."
         ),
     )
+    mcp_add: bool = Field(
+        False,
+        description=(
+            "Offer agents the MCP tool `add` (`docvec mcp`, and /mcp on `docvec serve`, to whoever may "
+            "search): it indexes files and folders under DOCVEC_INGEST_ROOTS only, and nothing without "
+            "them. Off: agents only read."
+        ),
+    )
     trusted_proxies: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description=(

@@ -7,7 +7,9 @@ Tools, each with a JSON schema and a description an agent can act on:
   each with its citation, document id, name, page, score and snippet, and its page image (scaled to
   ``max_side`` pixels);
 - ``get_page``: one page's image at full size and its text;
-- ``list_documents``: what is indexed, by name.
+- ``list_documents``: what is indexed, by name;
+- ``add``, only where the operator allows it (``DOCVEC_MCP_ADD``): index files from the folders
+  ``DOCVEC_INGEST_ROOTS`` names, and no others.
 
 Page images are resources too, at ``docvec://documents/{doc_id}/pages/{page}/image``. A bad argument is a
 tool error with docvec's own message (the class name first), as every other face gives it; the server reads
@@ -17,7 +19,8 @@ nothing but the index (its page images and texts), never a path an agent names.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -26,6 +29,7 @@ from mcp_types import ImageContent, TextContent, ToolAnnotations
 
 from ._contract import IndexLike
 from ._errors import ConflictError, DocvecError
+from ._pipeline._sources import within_roots
 from ._records import PageText, Search
 from .rag import citation, page_image
 
@@ -51,10 +55,11 @@ def _tool_error(e: DocvecError) -> ToolError:
     return ToolError(f"{type(e).__name__}: {e}")
 
 
-def create_server(index: IndexLike | Callable[[], IndexLike]) -> MCPServer:
+def create_server(index: IndexLike | Callable[[], IndexLike], *, add_roots: Sequence[Path] = ()) -> MCPServer:
     """The MCP server of ``index`` (local or served: :func:`docvec.connect`'s; or a function that gives
     the index at each call, for a server whose index opens after the routes are made), ready to run on
-    any of the SDK's transports."""
+    any of the SDK's transports. With ``add_roots`` (the operator's choice: ``DOCVEC_MCP_ADD`` and
+    ``DOCVEC_INGEST_ROOTS``), it offers the tool ``add`` too, for files under those folders only."""
     server: MCPServer = MCPServer(name="docvec", instructions=_INSTRUCTIONS)
     the_index = index if callable(index) else lambda: index
 
@@ -160,6 +165,9 @@ def create_server(index: IndexLike | Callable[[], IndexLike]) -> MCPServer:
             ],
         }
 
+    if add_roots:
+        _add_tool(server, the_index, tuple(add_roots))
+
     @server.resource(
         IMAGE_URI, name="page image", description="A page's image (PNG), as indexed.", mime_type="image/png"
     )
@@ -172,6 +180,32 @@ def create_server(index: IndexLike | Callable[[], IndexLike]) -> MCPServer:
             raise ResourceError(f"{type(e).__name__}: {e}") from e
 
     return server
+
+
+def _add_tool(server: MCPServer, the_index: Callable[[], IndexLike], roots: tuple[Path, ...]) -> None:
+    folders = ", ".join(str(r) for r in roots)
+
+    @server.tool(
+        description=(
+            "Index documents (PDFs, images; folders are read with their subfolders; glob patterns) so that "
+            f"search finds them. Only paths under these folders are allowed: {folders}. Files already "
+            "indexed and unchanged are skipped; tags (key=value) are given to every document read."
+        ),
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    )
+    def add(paths: list[str], tags: dict[str, str] | None = None) -> dict[str, Any]:
+        # one answer whether a path outside exists or not: the server's files are not the agent's to probe
+        outside = [p for p in paths if not within_roots(p, roots)]
+        if outside:
+            raise ToolError(
+                f"ForbiddenError: {', '.join(map(repr, outside))}: not under a folder agents may add from "
+                f"({folders})"
+            )
+        try:
+            report = the_index().add(paths, tags=[f"{k}={v}" for k, v in (tags or {}).items()])
+        except DocvecError as e:
+            raise _tool_error(e) from e
+        return {"summary": report.summary(), **report.model_dump(mode="json", exclude={"ignored"})}
 
 
 def _page_text(index: IndexLike, doc_id: str, page: int) -> PageText | None:

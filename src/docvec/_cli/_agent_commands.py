@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .._errors import ConfigError
-from ._common import CollectionOption, app, errors, read_index, settings
+from ._common import CollectionOption, app, errors, open_index, read_index, settings
 from ._sharing import answering_reads
 
 
@@ -28,6 +28,9 @@ def mcp(
             raise ConfigError(
                 f"the MCP server needs the mcp package ({e.name} is missing): pip install 'docvec[mcp]'"
             ) from None
-        with read_index(s) as index, answering_reads(index, s, command="mcp"):
+        # an agent that may add makes the index if there is none; one that reads needs one that is there
+        opened = open_index(s) if s.mcp_add else read_index(s)
+        with opened as index, answering_reads(index, s, command="mcp"):
             # stdout is the protocol's: nothing else may be written there
-            create_server(index).run("stdio")
+            roots = s.ingest_roots if s.mcp_add else []
+            create_server(index, add_roots=roots).run("stdio")

@@ -89,6 +89,23 @@ def missing_reason(path: Path) -> str | None:
     return None
 
 
+def within_roots(path: str | Path, roots: Sequence[Path]) -> bool:
+    """Whether ``path`` (for a glob pattern, its part before the first wildcard) lies under one of the
+    folders ``roots`` once its links are resolved: decided from the name and the links, the same way for a
+    path that does not exist (an answer that says nothing of what is there). A relative path never does."""
+    text = str(path)
+    if "\0" in text or not os.path.isabs(text):
+        return False
+    parts = Path(text).parts
+    fixed = []
+    for part in parts:
+        if any(c in part for c in "*?["):
+            break
+        fixed.append(part)
+    real = Path(os.path.realpath(Path(*fixed) if fixed else "/"))
+    return any(real == root or root in real.parents for root in roots)
+
+
 def discover(paths: Sequence[str | Path], *, recursive: bool = True) -> Discovered:
     """The files to ingest: named files, folders (recursively) and glob patterns, each once, sorted;
     ``~`` stands for the home folder, as in a shell.

@@ -36,6 +36,7 @@ from starlette.requests import Request
 from .._config import Settings
 from .._errors import ForbiddenError
 from .._model._registry import REGISTRY_NAME, registry_names, reranker_names
+from .._pipeline._sources import within_roots
 
 __all__ = [
     "SESSION_COOKIE",
@@ -223,14 +224,8 @@ class Access:
             )
 
     def within_roots(self, path: str | Path) -> bool:
-        """Whether ``path`` (a glob's fixed part for a glob) lies under an ingest root once its links are
-        resolved; decided from the name and the links, the same way for a path that does not exist."""
-        text = str(path)
-        if "\0" in text or not os.path.isabs(text):
-            return False
-        fixed = _fixed_part(text)
-        real = Path(os.path.realpath(fixed))
-        return any(real == root or root in real.parents for root in self.roots)
+        """Whether ``path`` lies under an ingest root (:func:`docvec._pipeline._sources.within_roots`)."""
+        return within_roots(path, self.roots)
 
     def shown_source(self, source: str) -> str:
         """A document's source as a reader sees it: ``<root name>/<path in it>`` under an ingest root,
@@ -260,18 +255,6 @@ def _from_browser(headers: Mapping[str, str]) -> bool:
     # every browser sends one of these with its requests (Fetch Metadata; Origin on cross-origin ones and
     # on every POST); programs (httpx, curl, the docvec commands) send neither
     return "sec-fetch-site" in headers or "sec-fetch-mode" in headers or "origin" in headers
-
-
-def _fixed_part(pattern: str) -> str:
-    """The part of a glob pattern before its first wildcard's path component (the whole path for a plain
-    path): every match lies under it."""
-    parts = Path(pattern).parts
-    fixed = []
-    for part in parts:
-        if any(c in part for c in "*?["):
-            break
-        fixed.append(part)
-    return str(Path(*fixed)) if fixed else "/"
 
 
 def _shown(path: str) -> str:

@@ -101,11 +101,11 @@ def create_app(settings: Settings, *, index: Index | None = None, reads_only: st
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     app.include_router(router)
     app.include_router(admin_router)
-    agents = None if reads_only is not None else _mcp_server(app)
+    agents = None if reads_only is not None else _mcp_server(app, settings)
     return app
 
 
-def _mcp_server(app: FastAPI) -> MCPServer | None:
+def _mcp_server(app: FastAPI, settings: Settings) -> MCPServer | None:
     """The MCP server over streamable HTTP at ``/mcp``, on the app's index, behind the same guard (the
     reader's key, the hosts it answers to) as every route; ``None`` without the ``mcp`` extra."""
     try:
@@ -115,7 +115,8 @@ def _mcp_server(app: FastAPI) -> MCPServer | None:
     except ImportError:
         log.info("no MCP endpoint: the mcp package is not installed (pip install 'docvec[mcp]')")
         return None
-    server = create_server(lambda: app.state.index)
+    roots = settings.ingest_roots if settings.mcp_add else []
+    server = create_server(lambda: app.state.index, add_roots=roots)
     # the guard checks the Host header against the names this server answers to: the SDK need not
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
