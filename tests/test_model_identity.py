@@ -77,7 +77,8 @@ def test_search_with_another_model_of_the_same_names_is_refused(
                 rf"made with the model '{tiny_dir}': tiny-qwen25vl-F16.gguf \[[0-9a-f]+\] "
                 rf"\(jina-embeddings-v4 family, 64-d\); the model setting names '{tiny_other_dir}': "
                 rf"tiny-qwen25vl-F16.gguf \[[0-9a-f]+\].*"
-                rf"Unset the model setting \(DOCVEC_MODEL.*or set it to '{tiny_dir}'\.$"
+                rf"Unset the model setting \(DOCVEC_MODEL.*or set it to '{tiny_dir}'; to move the collection "
+                rf"to '{tiny_other_dir}' instead: `docvec reindex --model {tiny_other_dir}`\.$"
             ),
         ),
     ):

@@ -163,7 +163,8 @@ def check_same_vectors(
         raise CollectionMismatchError(
             f"collection {collection!r} at {where} was made with the model {names[0]!r}: {theirs}; the model "
             f"setting names {names[1]!r}: {ours}, which cannot {what} it. Unset the model setting "
-            f"(DOCVEC_MODEL: a collection's own model is used when none is named) or set it to {names[0]!r}."
+            f"(DOCVEC_MODEL: a collection's own model is used when none is named) or set it to {names[0]!r}; "
+            f"to move the collection to {names[1]!r} instead: `docvec reindex --model {names[1]}`."
         )
     raise CollectionMismatchError(
         f"collection {collection!r} at {where} holds vectors of {theirs}; these settings make vectors of "
