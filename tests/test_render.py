@@ -943,3 +943,27 @@ def test_ocr_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ocr_engine:
     )
     with pytest.raises(_ocr.OcrError, match="not installed"):
         _ocr.read_text(scan_image(["gone"]))
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\xff\xff\xff\xff" + b"\x7f" * 8,  # a length past any size: what a read cut by Ctrl-C leaves behind
+        b"\x00\x00\x00\x05" + b"junk!",  # a message that does not unpickle
+    ],
+)
+def test_a_result_pipe_read_out_of_step_is_a_worker_gone(garbage: bytes) -> None:
+    from multiprocessing.connection import Connection
+
+    from docvec._render._renderer import _Worker, _WorkerGone
+
+    read_end, write_end = os.pipe()
+    handle = object.__new__(_Worker)  # the pipe alone, without a process
+    handle.results = Connection(read_end, writable=False)
+    try:
+        os.write(write_end, garbage)
+        with pytest.raises(_WorkerGone):
+            handle.receive(5)
+    finally:
+        handle.results.close()
+        os.close(write_end)

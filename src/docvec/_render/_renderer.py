@@ -24,6 +24,7 @@ import contextlib
 import logging
 import multiprocessing.spawn
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -62,6 +63,10 @@ log = logging.getLogger("docvec")
 # A fresh worker imports docvec, Pillow and pypdfium2; a loaded machine can take a while. Not charged to
 # any document's time limit.
 _START_TIMEOUT_S = 60.0
+# A pipe that cannot be read whole any more: the worker died (EOF, a broken pipe), or a read was cut in
+# the middle of a message (Ctrl-C lands during recv), after which the next length read is garbage
+# (OverflowError, MemoryError) or the next message does not unpickle. Either way the worker is replaced.
+_UNREADABLE = (EOFError, OSError, OverflowError, MemoryError, ValueError, pickle.UnpicklingError)
 # After a document is abandoned (error, early close), how long an idle-bound worker may take to finish
 # the page it is on before it is killed instead.
 _SETTLE_TIMEOUT_S = 5.0
@@ -258,13 +263,13 @@ class _Worker:
             raise _TimedOut
         try:
             return self.results.recv()
-        except (EOFError, OSError):
+        except _UNREADABLE:
             raise _WorkerGone from None
 
     def receive_bytes(self) -> bytes:
         try:
             return self.results.recv_bytes()
-        except (EOFError, OSError):
+        except _UNREADABLE:
             raise _WorkerGone from None
 
     def exit_description(self) -> str:
