@@ -168,8 +168,9 @@ def test_rag_messages_hold_each_page_image_citation_and_text_then_the_question(i
 # -- MCP --------------------------------------------------------------------------------------------------
 
 
-async def _session(settings: Settings) -> Any:
-    params = StdioServerParameters(
+def _mcp_command(settings: Settings, **env: str) -> StdioServerParameters:
+    """`docvec mcp` on the index of ``settings``, with ``env`` (more DOCVEC_* settings) on top."""
+    return StdioServerParameters(
         command=DOCVEC,
         args=["mcp"],
         env={
@@ -177,8 +178,13 @@ async def _session(settings: Settings) -> Any:
             "DOCVEC_DATA_DIR": str(settings.data_dir),
             "DOCVEC_MODEL": settings.model,
             "DOCVEC_EMBED__MAX_PIXELS": str(TINY),
+            **env,
         },
     )
+
+
+async def _session(settings: Settings) -> Any:
+    params = _mcp_command(settings)
     found: dict[str, Any] = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -341,18 +347,7 @@ def test_the_server_answers_mcp_over_http_with_its_readers_key(settings: Setting
 
 
 async def _adding(settings: Settings, root: Path, outside: Path) -> dict[str, Any]:
-    params = StdioServerParameters(
-        command=DOCVEC,
-        args=["mcp"],
-        env={
-            **os.environ,
-            "DOCVEC_DATA_DIR": str(settings.data_dir),
-            "DOCVEC_MODEL": settings.model,
-            "DOCVEC_EMBED__MAX_PIXELS": str(TINY),
-            "DOCVEC_MCP_ADD": "true",
-            "DOCVEC_INGEST_ROOTS": str(root),
-        },
-    )
+    params = _mcp_command(settings, DOCVEC_MCP_ADD="true", DOCVEC_INGEST_ROOTS=str(root))
     found: dict[str, Any] = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._access import Access, Role
 from ._models import ErrorResponse
 
-__all__ = ["MAX_REQUEST_BYTES", "OPEN_PATHS", "Guard"]
+__all__ = ["MAX_REQUEST_BYTES", "OPEN_PATHS", "Guard", "send_error"]
 
 #: Largest body of any request but an upload (search queries are short).
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -32,7 +32,8 @@ _ALWAYS = [
 _NO_CONTENT_POLICY = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'; sandbox")
 
 
-async def _send_error(send: Send, status: int, detail: str, error: str) -> None:
+async def send_error(send: Send, status: int, detail: str, error: str) -> None:
+    """Answer with an :class:`ErrorResponse` and the headers every answer carries."""
     body = ErrorResponse(detail=detail, error=error).model_dump_json(exclude_none=True).encode()
     await send(
         {
@@ -81,10 +82,10 @@ class Guard:
         scope.setdefault("state", {})["caller"] = who
         refused = self.access.refusal(scope["method"], headers, client, who)
         if refused:
-            await _send_error(send, 403, refused, "ForbiddenError")
+            await send_error(send, 403, refused, "ForbiddenError")
             return
         if who.role < Role.READER and scope["path"] not in OPEN_PATHS:
-            await _send_error(
+            await send_error(
                 send,
                 401,
                 "missing or wrong X-API-Key header (docvec sends DOCVEC_API_KEY or DOCVEC_OPERATOR_KEY)",
@@ -103,7 +104,7 @@ class Guard:
         limit = self.upload_limit + _MULTIPART_SLACK if upload else MAX_REQUEST_BYTES
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            await _send_error(send, 413, f"request body over {limit} bytes", "TooLargeError")
+            await send_error(send, 413, f"request body over {limit} bytes", "TooLargeError")
             return
         received = 0
         started = rejected = False
@@ -120,7 +121,7 @@ class Guard:
                     # the app the client left, since frameworks turn errors raised while reading into 400s.
                     rejected = True
                     if not started:
-                        await _send_error(send, 413, f"request body over {limit} bytes", "TooLargeError")
+                        await send_error(send, 413, f"request body over {limit} bytes", "TooLargeError")
                     return {"type": "http.disconnect"}
             return message
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._models import ErrorResponse
+from ._guard import send_error
 
 __all__ = ["ReadsOnly"]
 
@@ -38,17 +38,4 @@ class ReadsOnly:
             f"this server answers searches only, while {self.holder} holds the store: "
             "send writes when it ends (the docvec commands wait for it by themselves)"
         )
-        body = (
-            ErrorResponse(detail=detail, error="StoreBusyError").model_dump_json(exclude_none=True).encode()
-        )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 503,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, 503, detail, "StoreBusyError")
