@@ -1,8 +1,9 @@
 """Embed one A4 page (and one query) with the bench models, for a profiler to watch.
 
-    make bench-full                    # builds the 3B-geometry GGUFs once
+    make bench-full                    # builds the real geometries' GGUFs once
     perf record -k CLOCK_MONOTONIC -F 250 -o /tmp/page.perf -- python benchmarks/profile_page.py --full
     perf report -i /tmp/page.perf --no-children --sort dso,symbol --time START,VISION_END | head -40
+    python benchmarks/profile_page.py --full --family qwen3-vl   # Qwen3-VL-Embedding-2B's geometry
 
 Loading and a warm-up page come first; the page's start, the end of its vision encoder and its end are
 printed in CLOCK_MONOTONIC seconds, the clock ``perf record -k CLOCK_MONOTONIC`` stamps samples with, so
@@ -15,12 +16,13 @@ import argparse
 import os
 import time
 
-from bench_embed import IMAGES, _page
+from bench_embed import FAMILIES, IMAGES, _page
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--full", action="store_true", help="the 3B-geometry models (default: the tiny ones)")
+    ap.add_argument("--full", action="store_true", help="the real geometries (default: the tiny ones)")
+    ap.add_argument("--family", default="jina-v4", choices=list(FAMILIES))
     ap.add_argument("--type", default="BF16", choices=["F16", "BF16", "Q8_0"])
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--decode-batch", type=int, default=1024, help="tokens per llama.cpp decode call")
@@ -28,7 +30,7 @@ def main() -> None:
 
     from docvec import Embedder, EmbedSettings, ModelFiles, Settings
 
-    base = Settings().cache_dir / "models" / ("bench-3b" if args.full else "bench-tiny")
+    base = Settings().cache_dir / "models" / FAMILIES[args.family][int(args.full)]
     if args.type == "Q8_0":
         files = ModelFiles(base / "f16" / "Q8_0" / "m-Q8_0.gguf", base / "f16" / "mmproj-m-F16.gguf")
     else:
