@@ -7,6 +7,9 @@
     python benchmarks/bench_embed.py --family qwen3-vl   # one family only
     python benchmarks/bench_embed.py --full --family colqwen3.5   # VultronRetriever Flash's geometry
                                                 # (Qwen3.5-0.8B, 1.7 GB) against colpali-engine's ColQwen3_5
+    python benchmarks/bench_embed.py --full --baseline-libs DIR   # the default GGUFs once more on the
+                                                # llama.cpp libraries in DIR (another build, e.g. the wheel
+                                                # before a patch: its llama_cpp/lib), in the same run
 
 One table per family. Every engine runs in its own process, one after the other in this run, on the same
 weights and thread count: seconds per query and per page image (three sizes, split into vision encoder and
@@ -216,13 +219,19 @@ def _colpali(hf: Path, dtype: Any, threads: int, max_pixels: int) -> tuple[Any, 
     return _ColPali(ref), dtype, pixels, states
 
 
+def _lib_env(libs: str | None) -> dict[str, str]:
+    """The environment that makes llama-cpp-python load libllama and libmtmd (and the ggml libraries beside
+    them) from ``libs`` instead of its own wheel."""
+    return {"LLAMA_CPP_LIB_PATH": libs, "MTMD_CPP_LIB": libs} if libs else {}
+
+
 def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, __file__, "--child", json.dumps(spec)],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": str(spec["threads"])},
+        env={**os.environ, "OMP_NUM_THREADS": str(spec["threads"]), **_lib_env(spec.get("libs"))},
     )
     if proc.returncode != 0:
         return {"error": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"}
@@ -313,6 +322,11 @@ def main() -> None:
     ap.add_argument("--family", choices=list(FAMILIES), help="one family only (default: all)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip-fp32", action="store_true", help="skip torch fp32 (needs ~22 GB at full size)")
+    ap.add_argument(
+        "--baseline-libs",
+        type=Path,
+        help="a folder of llama.cpp libraries (libllama, libmtmd, libggml*) to run the default GGUFs on too",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -335,6 +349,14 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
         engines[name] = {"engine": "docvec", "lm": str(lm), "mmproj": str(mm), "threads": args.threads}
         if head.is_file():
             engines[name]["head"] = str(head)
+    default = "docvec BF16" if "docvec BF16" in ggufs else "docvec F16"
+    if args.baseline_libs:
+        if not (args.baseline_libs / "libllama.so").is_file():
+            raise SystemExit(f"--baseline-libs {args.baseline_libs}: no libllama.so there")
+        engines["baseline " + default.removeprefix("docvec ")] = {
+            **engines[default],
+            "libs": str(args.baseline_libs.resolve()),
+        }
     if family == "qwen3-vl":
         # the profile's default is flash attention off (parity); what turning it on would save
         lm, mm = ggufs["docvec BF16"] if "docvec BF16" in ggufs else ggufs["docvec F16"]
@@ -365,16 +387,15 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
         print(f"running {family}: {name} ...", flush=True)
         results[name] = _run_engine(spec)
 
-    default = "docvec BF16" if "docvec BF16" in ggufs else "docvec F16"
     geometry = GEOMETRIES[family] if args.full else "tiny"
     print(
         f"\n{family}, {geometry} geometry, {args.threads} threads; seconds (median of "
         f"{len(QUERIES)} queries; one run per image), peak RSS; x = time relative to {default}\n"
     )
-    head = f"{'engine':<19}{'query s':>10}"
+    header = f"{'engine':<19}{'query s':>10}"
     for n, _, _ in IMAGES:
-        head += f"{n + ' (vision+LM) s':>40}"
-    print(head + f"{'peak RSS MB':>14}")
+        header += f"{n + ' (vision+LM) s':>40}"
+    print(header + f"{'peak RSS MB':>14}")
     base = results.get(default, {})
     for name, r in results.items():
         if "error" in r:
