@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pytest
@@ -81,7 +81,8 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     ops = (src.vendor / "ggml" / "src" / "ggml-cpu" / "ops.cpp").read_text()
     assert "ggml_cpu_fp16_to_fp32(mp_row + ic, m32, kv_tile);" in ops
     assert "ggml_cpu_fp16_to_fp32(k_f16 + dk0, k_row, nk);" in ops
-    assert "docvec_amx_bf16_mul_mat(params, src0, src1, dst);" in cpu
+    assert "ggml_amx_bf16_mul_mat(params, src0, src1, dst);" in cpu
+    assert "ggml_fa_amx_scores(KQ, " in ops
     vec = (src.vendor / "ggml" / "src" / "ggml-cpu" / "vec.cpp").read_text()
     assert "void ggml_vec_gelu_f32(const int n, float * y, const float * x) {" in vec
     patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
@@ -93,6 +94,7 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
         "0005-cpu-flash-attn-key-pack-and-row-max-simd.patch",
         "0006-cpu-bf16-mul-mat-on-amx-tiles.patch",
         "0007-cpu-gelu-in-f32.patch",
+        "0009-cpu-bf16-flash-attention-on-amx-tiles.patch",
     ]
 
 
@@ -154,6 +156,14 @@ def _embed_logged(files: ModelFiles) -> dict[str, Any]:
     return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
+def _match_reference(got: dict[str, Any], ref: ReferenceEmbedder, bar: float) -> None:
+    """The image and the query of `_embed_logged` against the reference's, pooled cosine at least bar."""
+    want_i = ref.embed_images([page_image(448, 448)])[0]
+    want_q = ref.embed_queries(["a query long enough to make a batch of several tokens"])[0]
+    assert float(np.dot(got["i"], want_i)) >= bar
+    assert float(np.dot(got["q"], want_q)) >= bar
+
+
 def test_flash_attention_mask_scan(tiny_files: ModelFiles) -> None:
     """0004-cpu-flash-attn-mask-scan-simd.patch: the tiled flash-attention kernel's mask scan.
 
@@ -197,10 +207,21 @@ def test_bf16_matmul_on_amx_tiles(tiny_bf16: ModelFiles, reference: ReferenceEmb
     got = _embed_logged(tiny_bf16)
     on_tiles = any("BF16 mul_mat on AMX tiles" in m for m in got["marks"])
     assert on_tiles == _amx_bf16_built_and_present(), got["marks"]
-    want_i = reference.embed_images([page_image(448, 448)])[0]
-    want_q = reference.embed_queries(["a query long enough to make a batch of several tokens"])[0]
-    assert float(np.dot(got["i"], want_i)) >= 0.9999
-    assert float(np.dot(got["q"], want_q)) >= 0.9999
+    _match_reference(got, reference, 0.9999)
+
+
+def test_bf16_attention_on_amx_tiles(tiny_bf16: ModelFiles, reference: ReferenceEmbedder) -> None:
+    """0009-cpu-bf16-flash-attention-on-amx-tiles.patch: a BF16 vision encoder attends in BF16.
+
+    A BF16 mmproj computed on the CPU casts its keys and values to BF16 (F16 before), and the CPU's
+    tiled flash attention multiplies them on AMX tiles where the CPU has them: it logs its mark once
+    (missing without the patch; absent on a CPU without AMX, where BF16 keys and values are widened to
+    F32 as F16 ones were). The embeddings match the PyTorch reference as closely as BF16 GGUFs do.
+    """
+    got = _embed_logged(tiny_bf16)
+    on_tiles = any("flash attention over BF16 keys and values on AMX tiles" in m for m in got["marks"])
+    assert on_tiles == _amx_bf16_built_and_present(), got["marks"]
+    _match_reference(got, reference, 0.9999)
 
 
 _INT8_AFTER_BF16 = textwrap.dedent(
@@ -239,12 +260,12 @@ def test_amx_int8_after_bf16_tiles(tiny_bf16: ModelFiles, tiny_quantized: dict[s
     np.testing.assert_allclose(again, first, atol=1e-6)
 
 
-def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> None:
-    """0003-cpu-mul-mat-k-tail-through-tinyblas.patch: F16 products with a k that is not a multiple of 64.
+def _odd_width_model(
+    cache_dir: Path, tmp_path: Path, outtype: Literal["f16", "bf16"]
+) -> tuple[ModelFiles, ReferenceEmbedder]:
+    """The tiny Qwen2.5-VL with MLPs 100 (vision) and 200 (text) wide, as outtype GGUFs, and its reference.
 
-    Qwen2.5-VL-3B's vision MLP is 3420 wide; unpatched, its down projection skipped tinyBLAS for ggml's
-    vec_dot loop. This tiny model has MLPs 100 (vision) and 200 (text) wide: patched, the split path logs
-    its one debug line (missing without the patch), and the embeddings still match the PyTorch reference.
+    Neither width is a multiple of 32 or 64, as Qwen2.5-VL-3B's 3420-wide vision MLP is not.
     """
     import dataclasses
 
@@ -257,14 +278,36 @@ def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> N
     src = LlamaCppSource.in_cache(cache_dir)
     geometry = dataclasses.replace(Qwen25VLGeometry.tiny(), vision_intermediate=100, text_intermediate=200)
     hf = build_checkpoint(tmp_path / "hf", src.qwen2_vocab, geometry, cache_dir=cache_dir / "tokenizers")
-    files = convert_checkpoint(hf, tmp_path, source=src, name="odd", outtype="f16").main
+    files = convert_checkpoint(hf, tmp_path, source=src, name="odd", outtype=outtype).main
+    return files, ReferenceEmbedder(hf, dtype=torch.float32, threads=2)
+
+
+def test_odd_width_matmul_through_tinyblas(cache_dir: Path, tmp_path: Path) -> None:
+    """0003-cpu-mul-mat-k-tail-through-tinyblas.patch: F16 products with a k that is not a multiple of 64.
+
+    Qwen2.5-VL-3B's vision MLP is 3420 wide; unpatched, its down projection skipped tinyBLAS for ggml's
+    vec_dot loop. This tiny model has MLPs 100 (vision) and 200 (text) wide: patched, the split path logs
+    its one debug line (missing without the patch), and the embeddings still match the PyTorch reference.
+    """
+    files, ref = _odd_width_model(cache_dir, tmp_path, "f16")
     got = _embed_logged(files)
     assert any("through tinyBLAS" in m for m in got["marks"]), got["marks"]
-    ref = ReferenceEmbedder(hf, dtype=torch.float32, threads=2)
-    want_i = ref.embed_images([page_image(448, 448)])[0]
-    want_q = ref.embed_queries(["a query long enough to make a batch of several tokens"])[0]
-    assert float(np.dot(got["i"], want_i)) >= 0.99999
-    assert float(np.dot(got["q"], want_q)) >= 0.99999
+    _match_reference(got, ref, 0.99999)
+
+
+def test_bf16_matmul_tails_on_amx_tiles(cache_dir: Path, tmp_path: Path) -> None:
+    """0006's row and k tails: BF16 products whose widths are not multiples of 32 take the tiles too.
+
+    The 100- and 200-wide MLPs make both kinds (weight rows, and k, of 100 and 200): on an AMX CPU they log
+    the tails' mark (missing when such products stayed off the tiles, as jina-v4's 3420-wide vision MLP did),
+    and the embeddings match the PyTorch reference as closely as BF16 GGUFs do. On a CPU without AMX the
+    mark must be absent.
+    """
+    files, ref = _odd_width_model(cache_dir, tmp_path, "bf16")
+    got = _embed_logged(files)
+    on_tiles = any("AMX tiles with row or k tails" in m for m in got["marks"])
+    assert on_tiles == _amx_bf16_built_and_present(), got["marks"]
+    _match_reference(got, ref, 0.9999)
 
 
 def test_gelu_in_f32(colqwen35_dir: Path) -> None:
