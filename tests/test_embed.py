@@ -93,6 +93,22 @@ def test_sub_batched_decoding_gives_the_same_states(tiny_files: ModelFiles) -> N
         assert float((pa @ pb.T)[0, 0]) >= 0.99999
 
 
+@pytest.mark.parametrize("files", ["tiny_files", "qwen3vl_files"])
+def test_the_vision_encoder_takes_pages_of_any_size_together(
+    files: str, request: pytest.FixtureRequest
+) -> None:
+    """``vision_batch`` pages go through the vision encoder in one pass, whatever their sizes: mtmd's batch
+    API takes a second Qwen2.5-VL (jina-embeddings-v4) or Qwen3-VL image of another size (llama.cpp patch
+    0008; unpatched it refuses it, and each page takes a pass of its own)."""
+    model: ModelFiles = request.getfixturevalue(files)
+    pages = [page_image(120, 90), page_image(90, 150, seed=1), page_image(200, 60, seed=2)]
+    with Embedder(model, EmbedSettings(threads=2, vision_batch=2)) as emb:
+        before = emb._session.vision.passes
+        vectors = emb.embed_images(pages)
+        assert emb._session.vision.passes - before == 2  # pages 1 and 2 together, then page 3
+    assert vectors.shape[0] == 3 and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+
+
 def test_image_span_and_sizes(embedder: Embedder) -> None:
     st = embedder.image_states(page_image(350, 238))
     assert st.size == (336, 224)

@@ -159,3 +159,27 @@ def test_maxsim(family: Family, queries: list[Pair], pages: list[Pair]) -> None:
     assert float(per_token.max()) <= MAXSIM_TOLERANCE, (ours, want)
     # the scores measure something: they differ between pages by far more than the tolerance
     assert float(want.std(axis=1).min()) > 10 * MAXSIM_TOLERANCE
+
+
+def test_pages_batched_through_the_vision_encoder_equal_one_at_a_time(
+    family: Family, model_dir: Path, ours: Embedder
+) -> None:
+    """Three pages of different sizes in one vision-encoder pass (``vision_batch``, llama.cpp patch 0008;
+    ColQwen3's and ColQwen3.5's encoders are Qwen3-VL's graph) give the token vectors of one page a pass."""
+    images = [shape_image(name) for name in ("wide-900x300", "tall-300x900", "half-350x238")]
+    files = find_tiny_model(model_dir, arch=family.arch)
+    assert files is not None
+    settings = EmbedSettings(threads=2, max_pixels=family.profile.max_pixels, vision_batch=3)
+    with Embedder(files, settings) as batched:
+        before = batched._session.vision.passes
+        dense, tokens = batched.embed_images_multi(images)
+        assert batched._session.vision.passes - before == 1
+    want_dense, want_tokens = ours.embed_images_multi(images)
+    assert float(np.min(np.sum(dense * want_dense, axis=1))) >= 0.999999
+    for got, want in zip(tokens, want_tokens, strict=True):
+        assert got.shape == want.shape
+        cos = np.sum(got * want, axis=1)  # unit rows
+        report(
+            f"{family.arch} per-token cosine, 3 pages in one vision pass vs one at a time", float(cos.min())
+        )
+        assert cos.min() >= 0.999999

@@ -138,3 +138,20 @@ def test_multivector_is_refused_with_a_clear_error(qwen3vl_embedder: Embedder) -
     assert not qwen3vl_embedder.has_multivector
     with pytest.raises(ModelError, match="qwen3-vl-embedding has no multi-vector head"):
         qwen3vl_embedder.embed_queries_multi(["a query"])
+
+
+def test_pages_batched_through_the_vision_encoder_equal_one_at_a_time(
+    qwen3vl_files: ModelFiles, qwen3vl_embedder: Embedder
+) -> None:
+    """Three pages of different sizes in one Qwen3-VL encoder pass (``vision_batch``, llama.cpp patch
+    0008: each page's own patches, positions, position embeddings and deepstack features) give the
+    vectors of one page a pass."""
+    images = [shape_image(name) for name in ("wide-900x300", "tall-300x900", "half-350x238")]
+    settings = EmbedSettings(threads=2, max_pixels=QWEN3_VL_EMBEDDING.max_pixels, vision_batch=3)
+    with Embedder(qwen3vl_files, settings) as batched:
+        before = batched._session.vision.passes
+        got = batched.embed_images(images)
+        assert batched._session.vision.passes - before == 1
+    pooled = row_cos(got, qwen3vl_embedder.embed_images(images))
+    report("Qwen3-VL pooled cosine, 3 pages in one vision pass vs one at a time (min)", float(pooled.min()))
+    assert pooled.min() >= 0.999999, pooled

@@ -281,24 +281,37 @@ class Embedder(Closing):
         return prepare_image(load_image(image, budget=self.decode_budget), self.bounds)
 
     def _image_states(self, rgb: npt.NDArray[np.uint8], template: str | None = None) -> ImageStates:
+        return self._images_states([rgb], template)[0]
+
+    def _images_states(
+        self, rgbs: Sequence[npt.NDArray[np.uint8]], template: str | None = None
+    ) -> list[ImageStates]:
+        """:meth:`_image_states` of each of ``rgbs``, their images through the vision encoder together (in as
+        few passes as it takes: see :meth:`MtmdContext.tokenize_many`), each prompt decoded on its own.
+        Each one's ``vision_seconds`` is its share of the encoder's time (the time over the images)."""
         session = self._session
         prompt = (template or self.profile.image_template).format(marker=session.vision.marker)
+        out: list[ImageStates] = []
         with session.use():
             t0 = time.perf_counter()
-            chunks = session.vision.tokenize(prompt, rgb)
-            t1 = time.perf_counter()
-            session.context.clear()
-            states = session.decode(chunks)
-            t2 = time.perf_counter()
-        ids = _token_ids(chunks)
-        return ImageStates(
-            states=states,
-            token_ids=ids,
-            lm_seconds=t2 - t1,
-            span=self._span(ids),
-            size=(int(rgb.shape[1]), int(rgb.shape[0])),
-            vision_seconds=t1 - t0,
-        )
+            tokenized = session.vision.tokenize_many(prompt, rgbs)
+            vision_seconds = (time.perf_counter() - t0) / max(len(rgbs), 1)
+            for rgb, chunks in zip(rgbs, tokenized, strict=True):
+                t1 = time.perf_counter()
+                session.context.clear()
+                states = session.decode(chunks)
+                ids = _token_ids(chunks)
+                out.append(
+                    ImageStates(
+                        states=states,
+                        token_ids=ids,
+                        lm_seconds=time.perf_counter() - t1,
+                        span=self._span(ids),
+                        size=(int(rgb.shape[1]), int(rgb.shape[0])),
+                        vision_seconds=vision_seconds,
+                    )
+                )
+        return out
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -370,9 +383,12 @@ class Embedder(Closing):
         prepared = prepare_images(images, self.bounds, budget=self.decode_budget)
         out = np.empty((len(prepared), self.width), np.float32)
         tokens: list[Vectors] = []
-        for i, rgb in enumerate(prepared):
-            st = self._image_states(rgb)
-            out[i] = self._vectors(st.states, st.span, head, tokens)
+        step = self.settings.vision_batch  # pages per vision-encoder pass
+        for i in range(0, len(prepared), step):
+            group = prepared[i : i + step]
+            states = [self._image_states(group[0])] if len(group) == 1 else self._images_states(group)
+            for j, st in enumerate(states):
+                out[i + j] = self._vectors(st.states, st.span, head, tokens)
         return normalize(out, d), tokens
 
     def _vectors(

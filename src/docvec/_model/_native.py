@@ -10,7 +10,7 @@ import ctypes
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -343,6 +343,9 @@ class MtmdContext:
         params.warmup = False
         params.image_min_tokens = min_tokens
         params.image_max_tokens = max_tokens
+        # the caller sizes its groups of images (tokenize_many); mtmd's own cap (1024 output tokens by
+        # default) would split a group of two A4 pages
+        params.batch_max_tokens = 2**31 - 1
         handle = mt.mtmd_init_from_file(str(mmproj).encode(), model.handle, params)
         if not handle:
             raise BackendError(f"{mmproj}: mtmd could not load this vision encoder (see the log for why)")
@@ -353,6 +356,8 @@ class MtmdContext:
         self.model = model
         self.marker = mt.mtmd_default_marker().decode()
         self.mrope = bool(mt.mtmd_decode_use_mrope(handle))
+        #: vision-encoder passes run so far (one per image, or one per group that mtmd batches)
+        self.passes = 0
 
     def tokenize(self, prompt: str, rgb: npt.NDArray[np.uint8], *, pos0: int = 0) -> list[PromptChunk]:
         """Split ``prompt`` at the media marker, encode the image ``rgb`` (h, w, 3) and return the chunks,
@@ -361,34 +366,117 @@ class MtmdContext:
         The image must already have the size the model wants: mtmd's own resize pads rather than stretches
         and rounds halves differently from the reference, so docvec resizes in Python first.
         """
+        return self.tokenize_many(prompt, [rgb], pos0=pos0)[0]
+
+    def tokenize_many(
+        self, prompt: str, images: Sequence[npt.NDArray[np.uint8]], *, pos0: int = 0
+    ) -> list[list[PromptChunk]]:
+        """:meth:`tokenize` for each of ``images`` in the same ``prompt``, their images encoded together:
+        as many as the vision encoder takes in one pass (``mtmd_batch``; Qwen2-VL, Qwen2.5-VL and Qwen3-VL
+        encoders take images of any mix of sizes with docvec's llama.cpp patch 0008), one pass per image
+        where it takes one. The vectors are those of one image at a time."""
         mt = self._mt
-        h, w = int(rgb.shape[0]), int(rgb.shape[1])
-        data = np.ascontiguousarray(rgb, dtype=np.uint8)
-        bitmap = mt.mtmd_bitmap_init(w, h, data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
-        if not bitmap:
-            raise BackendError(f"mtmd_bitmap_init failed for a {w}x{h} image")
-        chunks = mt.mtmd_input_chunks_init()
+        text = mt.mtmd_input_text()
+        raw = prompt.encode("utf-8")
+        text.text = raw
+        text.text_len = len(raw)
+        text.add_special = False
+        text.parse_special = True
+        lists: list[Any] = []
+        bitmaps: list[Any] = []
         try:
-            text = mt.mtmd_input_text()
-            raw = prompt.encode("utf-8")
-            text.text = raw
-            text.text_len = len(raw)
-            text.add_special = False
-            text.parse_special = True
-            bitmaps = (mt.mtmd_bitmap_p_ctypes * 1)(bitmap)
-            rc = mt.mtmd_tokenize(self.handle, chunks, ctypes.byref(text), bitmaps, 1)
-            if rc != 0:
-                raise BackendError(f"mtmd_tokenize failed with code {rc} for a {w}x{h} image")
-            out: list[PromptChunk] = []
-            for i in range(mt.mtmd_input_chunks_size(chunks)):
-                out.append(self._chunk(mt.mtmd_input_chunks_get(chunks, i), pos0))
-                pos0 += out[-1].n_pos
+            for rgb in images:
+                h, w = int(rgb.shape[0]), int(rgb.shape[1])
+                data = np.ascontiguousarray(rgb, dtype=np.uint8)
+                bitmap = mt.mtmd_bitmap_init(w, h, data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
+                if not bitmap:
+                    raise BackendError(f"mtmd_bitmap_init failed for a {w}x{h} image")
+                bitmaps.append(bitmap)
+                chunks = mt.mtmd_input_chunks_init()
+                lists.append(chunks)
+                rc = mt.mtmd_tokenize(
+                    self.handle, chunks, ctypes.byref(text), (mt.mtmd_bitmap_p_ctypes * 1)(bitmap), 1
+                )
+                if rc != 0:
+                    raise BackendError(f"mtmd_tokenize failed with code {rc} for a {w}x{h} image")
+            native = [
+                [mt.mtmd_input_chunks_get(chunks, i) for i in range(mt.mtmd_input_chunks_size(chunks))]
+                for chunks in lists
+            ]
+            embds = self._encode(
+                [
+                    c
+                    for cs in native
+                    for c in cs
+                    if mt.mtmd_input_chunk_get_type(c) == mt.MTMD_INPUT_CHUNK_TYPE_IMAGE
+                ]
+            )
+            out: list[list[PromptChunk]] = []
+            for cs in native:
+                pos = pos0
+                prompt_chunks: list[PromptChunk] = []
+                for c in cs:
+                    prompt_chunks.append(self._chunk(c, pos, embds))
+                    pos += prompt_chunks[-1].n_pos
+                out.append(prompt_chunks)
             return out
         finally:
-            mt.mtmd_input_chunks_free(chunks)
-            mt.mtmd_bitmap_free(bitmap)
+            for chunks in lists:
+                mt.mtmd_input_chunks_free(chunks)
+            for bitmap in bitmaps:
+                mt.mtmd_bitmap_free(bitmap)
 
-    def _chunk(self, chunk: Any, pos0: int) -> PromptChunk:
+    def _encode(self, chunks: list[Any]) -> dict[int, npt.NDArray[np.float32]]:
+        """The encoder's output for each image chunk (by address): one pass for as many as ``mtmd_batch``
+        takes together, the next pass from the first it refuses (code 2, too many tokens, or 3, cannot be
+        batched: an encoder that takes one image per pass)."""
+        mt = self._mt
+        out: dict[int, npt.NDArray[np.float32]] = {}
+        width = self.model.n_embd_inp
+
+        def rows(ptr: Any, chunk: Any) -> npt.NDArray[np.float32]:
+            n_tokens = int(mt.mtmd_input_chunk_get_n_tokens(chunk))
+            return np.ctypeslib.as_array(ptr, shape=(n_tokens, width)).copy()
+
+        if len(chunks) == 1:
+            rc = mt.mtmd_encode_chunk(self.handle, chunks[0])
+            if rc != 0:
+                raise BackendError(f"mtmd_encode_chunk failed with code {rc}")
+            self.passes += 1
+            out[int(chunks[0])] = rows(mt.mtmd_get_output_embd(self.handle), chunks[0])
+            return out
+        i = 0
+        while i < len(chunks):
+            batch = mt.mtmd_batch_init(self.handle)
+            if not batch:
+                raise BackendError("mtmd_batch_init failed")
+            try:
+                group = [chunks[i]]
+                rc = mt.mtmd_batch_add_chunk(batch, chunks[i])
+                if rc != 0:
+                    raise BackendError(f"mtmd_batch_add_chunk failed with code {rc}")
+                while i + len(group) < len(chunks):
+                    rc = mt.mtmd_batch_add_chunk(batch, chunks[i + len(group)])
+                    if rc in (2, 3):
+                        break
+                    if rc != 0:
+                        raise BackendError(f"mtmd_batch_add_chunk failed with code {rc}")
+                    group.append(chunks[i + len(group)])
+                rc = mt.mtmd_batch_encode(batch)
+                if rc != 0:
+                    raise BackendError(f"mtmd_batch_encode failed with code {rc} for {len(group)} images")
+                self.passes += 1
+                for c in group:
+                    ptr = mt.mtmd_batch_get_output_embd(batch, c)
+                    if not ptr:
+                        raise BackendError("mtmd_batch_get_output_embd found no output for an image")
+                    out[int(c)] = rows(ptr, c)
+            finally:
+                mt.mtmd_batch_free(batch)
+            i += len(group)
+        return out
+
+    def _chunk(self, chunk: Any, pos0: int, embds: dict[int, npt.NDArray[np.float32]]) -> PromptChunk:
         mt = self._mt
         kind = mt.mtmd_input_chunk_get_type(chunk)
         if kind == mt.MTMD_INPUT_CHUNK_TYPE_TEXT:
@@ -402,12 +490,8 @@ class MtmdContext:
             return PromptChunk(tokens=toks, n_pos=int(n.value))
         if kind != mt.MTMD_INPUT_CHUNK_TYPE_IMAGE:
             raise BackendError(f"unexpected mtmd chunk type {kind}")
-        n_tokens = int(mt.mtmd_input_chunk_get_n_tokens(chunk))
-        rc = mt.mtmd_encode_chunk(self.handle, chunk)
-        if rc != 0:
-            raise BackendError(f"mtmd_encode_chunk failed with code {rc}")
-        ptr = mt.mtmd_get_output_embd(self.handle)
-        embd = np.ctypeslib.as_array(ptr, shape=(n_tokens, self.model.n_embd_inp)).copy()
+        embd = embds[int(chunk)]
+        n_tokens = int(embd.shape[0])
         if self.mrope:
             img = mt.mtmd_input_chunk_get_tokens_image(chunk)
             pos = np.empty((4, n_tokens), dtype=np.int32)
