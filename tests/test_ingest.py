@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -114,6 +115,27 @@ def test_documents_each_do_what_the_manifest_says(docs: Path, index: Index) -> N
     assert report.pages_indexed == sum(p for p, _ in CASES.values())
     assert report.documents_indexed == sum(1 for p, _ in CASES.values() if p)
     assert not any("notes.txt" in f.path for f in report.failures)
+
+
+def test_pages_embedded_in_groups_are_the_pages_embedded_one_at_a_time(
+    docs: Path, index: Index, tmp_path: Path, tiny_dir: Path, tiny_files: ModelFiles
+) -> None:
+    """With ``embed.vision_batch`` a document's pages go to the vision encoder in groups (its failed pages
+    among them keep their place): the same points, vectors and failures as one page at a time."""
+    report = index.add([docs])
+    want = {p.id: p.vector for p in index._store.scroll(index.collection, with_vectors=True)}
+    with (
+        Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2, vision_batch=3)) as embedder,
+        Index.open(index_settings(tmp_path / "grouped", tiny_dir), embedder=embedder) as grouped,
+    ):
+        grouped_report = grouped.add([docs])
+        got = {p.id: p.vector for p in grouped._store.scroll(grouped.collection, with_vectors=True)}
+    assert got.keys() == want.keys() and len(got) == report.pages_indexed
+    for pid, vector in got.items():
+        cos = np.dot(vector, want[pid]) / (np.linalg.norm(vector) * np.linalg.norm(want[pid]))
+        assert float(cos) >= 0.999999, (pid, float(np.abs(vector - want[pid]).max()))
+    failures = sorted((f.path, f.page, f.reason) for f in report.failures)
+    assert sorted((f.path, f.page, f.reason) for f in grouped_report.failures) == failures
 
 
 def test_a_run_ends_by_optimizing_then_flushing(

@@ -333,25 +333,45 @@ class Ingestor:
         failed: list[IngestFailure] = []
         written = state.written
         unread = 0
-        try:
-            for item in pages(state.resume_after + 1):
+        # pages are embedded in groups of the embedder's vision_batch (one vision-encoder pass each), the
+        # items of a group handled in page order once it is embedded; the renderer's workers render the
+        # next pages meanwhile
+        group_size = self.embedder.settings.vision_batch
+        pending: list[RenderedPage | PageFailure] = []
+
+        def flush() -> None:
+            nonlocal batch, written, unread
+            rendered = [item for item in pending if isinstance(item, RenderedPage)]
+            embedded = iter(self._embed_group(path, rendered))
+            for item in pending:
                 if isinstance(item, PageFailure):
                     failed.append(IngestFailure(path=str(path), page=item.number, reason=item.reason))
                 else:
-                    try:
-                        vec, tokens = self._embed(item)
-                    except InputError as e:
-                        log.warning("%s: page %d: %s", path, item.number, e.reason)
-                        failed.append(IngestFailure(path=str(path), page=item.number, reason=e.reason))
+                    result = next(embedded)
+                    if isinstance(result, InputError):
+                        log.warning("%s: page %d: %s", path, item.number, result.reason)
+                        failed.append(IngestFailure(path=str(path), page=item.number, reason=result.reason))
                     else:
+                        vec, tokens = result
                         batch.append(self._point(document, item, vec, tags, now, tokens))
                         unread += self.text is not None and item.text_from == "unread"
                 if len(batch) >= BATCH:
                     self.store.upsert(self.collection, batch)
                     written += len(batch)
                     batch = []
-                if progress:
+            done, pending[:] = list(pending), []
+            # after the whole group is in `batch`: a progress callback that stops the run (Interrupted)
+            # loses none of the pages embedded
+            if progress:
+                for item in done:
                     progress(item.number, document.page_count)
+
+        try:
+            for item in pages(state.resume_after + 1):
+                pending.append(item)
+                if sum(isinstance(i, RenderedPage) for i in pending) >= group_size:
+                    flush()
+            flush()
         except (Interrupted, KeyboardInterrupt):
             # stopped between pages (on purpose) or in the middle of one (Ctrl-C): what is embedded is kept,
             # so that a resume starts after it
@@ -380,12 +400,34 @@ class Ingestor:
         report = IngestReport(pages_failed=len(failed), failures=failed, pages_unread=unread)
         return report, written - state.written
 
-    def _embed(self, page: RenderedPage) -> tuple[np.ndarray, np.ndarray | None]:
-        """A page's dense vector, and its token vectors (pooled) in a multi-vector collection."""
+    def _embed_group(
+        self, path: Path, pages: list[RenderedPage]
+    ) -> Sequence[tuple[np.ndarray, np.ndarray | None] | InputError]:
+        """Each page's vectors (:meth:`_embed`), the pages through the vision encoder together; where one
+        of them is refused (:class:`InputError`), each page on its own, so that only that one fails."""
+        if len(pages) > 1:
+            try:
+                return self._embed(pages)
+            except InputError as e:
+                log.debug("%s: a page of the group was refused (%s): embedding one at a time", path, e.reason)
+        out: list[tuple[np.ndarray, np.ndarray | None] | InputError] = []
+        for page in pages:
+            try:
+                out.extend(self._embed([page]))
+            except InputError as e:
+                out.append(e)
+        return out
+
+    def _embed(self, pages: list[RenderedPage]) -> list[tuple[np.ndarray, np.ndarray | None]]:
+        """Each page's dense vector, and its token vectors (pooled) in a multi-vector collection."""
+        images = [page.image for page in pages]
         if not self.info.multivector:
-            return self.embedder.embed_images([page.image])[0], None
-        dense, tokens = self.embedder.embed_images_multi([page.image])
-        return dense[0], pool_tokens(tokens[0], self.info.token_pool, self.embedder.profile.token_pooling)
+            return [(vec, None) for vec in self.embedder.embed_images(images)]
+        dense, tokens = self.embedder.embed_images_multi(images)
+        pooling = self.embedder.profile.token_pooling
+        return [
+            (vec, pool_tokens(t, self.info.token_pool, pooling)) for vec, t in zip(dense, tokens, strict=True)
+        ]
 
     def _point(
         self,
