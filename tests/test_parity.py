@@ -86,8 +86,8 @@ def test_bidirectional_image_attention_breaks_parity(
     ref = ref_states[a : b + 1].mean(0)
     original = MtmdContext._chunk
 
-    def non_causal(self: MtmdContext, chunk: object, pos0: int) -> PromptChunk:
-        c = original(self, chunk, pos0)
+    def non_causal(self: MtmdContext, chunk: object, pos0: int, embds: dict[int, np.ndarray]) -> PromptChunk:
+        c = original(self, chunk, pos0, embds)
         if c.image_embd is not None:
             c.causal = False
         return c

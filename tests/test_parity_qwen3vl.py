@@ -95,8 +95,10 @@ def test_deepstack_features_matter(
     n_embd = qwen3vl_embedder.hidden_size
     original = MtmdContext._chunk
 
-    def without_deepstack(self: MtmdContext, chunk: object, pos0: int) -> PromptChunk:
-        c = original(self, chunk, pos0)
+    def without_deepstack(
+        self: MtmdContext, chunk: object, pos0: int, embds: dict[int, np.ndarray]
+    ) -> PromptChunk:
+        c = original(self, chunk, pos0, embds)
         if c.image_embd is not None:
             assert c.image_embd.shape[1] == n_embd * (1 + 3)  # the main merger, then three deepstack ones
             c.image_embd[:, n_embd:] = 0.0
