@@ -82,7 +82,10 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         from docvec import Embedder, EmbedSettings, ModelFiles
 
         settings = EmbedSettings(
-            threads=threads, flash_attention=spec.get("flash_attention"), max_pixels=spec.get("max_pixels")
+            threads=threads,
+            flash_attention=spec.get("flash_attention"),
+            kv_cache=spec.get("kv_cache"),
+            max_pixels=spec.get("max_pixels"),
         )
         head = Path(spec["head"]) if spec.get("head") else None
         emb = Embedder(ModelFiles(Path(spec["lm"]), Path(spec["mmproj"]), head), settings)
@@ -367,6 +370,9 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
             "threads": args.threads,
             "flash_attention": True,
         }
+        # with a BF16 KV cache, flash attention runs on AMX tiles where the CPU has them (patch 0009)
+        if "docvec BF16" in ggufs:
+            engines["docvec FA, BF16 KV"] = {**engines["docvec FA on"], "kv_cache": "bf16"}
         # the cost of the model's own maximum page budget (1,800 tokens) against docvec's default (1,024)
         from docvec._model._profiles import QWEN3_VL_EMBEDDING
 

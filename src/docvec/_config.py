@@ -153,9 +153,13 @@ class EmbedSettings(BaseSettings):
             "docvec's parity bar). The vision encoder always uses it."
         ),
     )
-    kv_cache: Literal["f16", "f32"] | None = Field(
+    kv_cache: Literal["f16", "f32", "bf16"] | None = Field(
         None,
-        description="Type of the language model's KV cache; default: the model's (f16 for both families).",
+        description=(
+            "Type of the language model's KV cache; default: the model's (f16 for every family). bf16 "
+            "with flash_attention on runs a BF16 model's attention on a CPU's AMX tiles "
+            "(llama.cpp/README.md, patch 0009); its cost and fidelity are in docs/models.md."
+        ),
     )
 
     @model_validator(mode="after")

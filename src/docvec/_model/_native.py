@@ -148,7 +148,8 @@ class LlamaModel:
 
 
 # ggml_type values of the KV cache types docvec offers
-_KV_TYPES = {"f16": 1, "f32": 0}
+#: llama.cpp's ggml_type of each KV cache type docvec offers
+_KV_TYPES = {"f16": 1, "f32": 0, "bf16": 30}
 
 #: which decoded tokens' hidden states a decode returns (copies out of llama.cpp's buffer): every one, the
 #: last one, or none
@@ -164,7 +165,8 @@ class LlamaContext:
     """An embeddings context with no pooling: every decoded token yields its last hidden state.
 
     ``flash_attention`` False turns llama.cpp's flash attention off (True leaves it to llama.cpp, which
-    uses it where the backend has it); ``kv_cache`` is the KV cache's type, ``"f16"`` or ``"f32"``.
+    uses it where the backend has it); ``kv_cache`` is the KV cache's type: ``"f16"``, ``"f32"`` or
+    ``"bf16"``.
     """
 
     def __init__(
