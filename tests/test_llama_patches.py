@@ -83,6 +83,8 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
     assert "ggml_cpu_fp16_to_fp32(k_f16 + dk0, k_row, nk);" in ops
     assert "ggml_amx_bf16_mul_mat(params, src0, src1, dst);" in cpu
     assert "ggml_fa_amx_scores(KQ, " in ops
+    mtmd = (src.vendor / "tools" / "mtmd" / "clip-impl.h").read_text()
+    assert "bool separate_images = false;" in mtmd
     vec = (src.vendor / "ggml" / "src" / "ggml-cpu" / "vec.cpp").read_text()
     assert "void ggml_vec_gelu_f32(const int n, float * y, const float * x) {" in vec
     patches = sorted(p.name for p in (ROOT / "llama.cpp" / "patches").glob("*.patch"))
@@ -94,6 +96,7 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
         "0005-cpu-flash-attn-key-pack-and-row-max-simd.patch",
         "0006-cpu-bf16-mul-mat-on-amx-tiles.patch",
         "0007-cpu-gelu-in-f32.patch",
+        "0008-mtmd-batch-qwen-vl-images.patch",
         "0009-cpu-bf16-flash-attention-on-amx-tiles.patch",
     ]
 
