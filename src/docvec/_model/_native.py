@@ -374,9 +374,9 @@ class MtmdContext:
         self, prompt: str, images: Sequence[npt.NDArray[np.uint8]], *, pos0: int = 0
     ) -> list[list[PromptChunk]]:
         """:meth:`tokenize` for each of ``images`` in the same ``prompt``, their images encoded together:
-        as many as the vision encoder takes in one pass (``mtmd_batch``; Qwen2-VL, Qwen2.5-VL and Qwen3-VL
-        encoders take images of any mix of sizes with docvec's llama.cpp patch 0008), one pass per image
-        where it takes one. The vectors are those of one image at a time."""
+        as many as the vision encoder takes in one pass (``mtmd_batch``: the graphs that llama.cpp patch 0008
+        lets batch take images of any mix of sizes), one pass per image where it takes one. The vectors are
+        those of one image at a time."""
         mt = self._mt
         text = mt.mtmd_input_text()
         raw = prompt.encode("utf-8")
