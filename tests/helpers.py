@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from docvec import EmbedSettings, RenderSettings, Settings
+from docvec import Embedder, EmbedSettings, ModelFiles, RenderSettings, Settings
 from docvec._records import EmbeddingRecord
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +89,25 @@ def shape_image(name: str) -> Image.Image:
         return a4_page()
     w, h = SHAPES[name]
     return page_image(w, h, seed=len(name))
+
+
+#: pages of three sizes that the batching tests send through the vision encoder in one pass
+MIXED_PAGES = ("wide-900x300", "tall-300x900", "half-350x238")
+
+T = TypeVar("T")
+
+
+def in_one_vision_pass(
+    files: ModelFiles, settings: EmbedSettings, embed: Callable[[Embedder, list[Image.Image]], T]
+) -> tuple[list[Image.Image], T]:
+    """The :data:`MIXED_PAGES` and ``embed(embedder, pages)`` with ``vision_batch`` set to take them all in
+    one vision-encoder pass, which it checks (llama.cpp patch 0008)."""
+    images = [shape_image(name) for name in MIXED_PAGES]
+    with Embedder(files, settings.model_copy(update={"vision_batch": len(images)})) as batched:
+        before = batched._session.vision.passes
+        got = embed(batched, images)
+        assert batched._session.vision.passes - before == 1
+    return images, got
 
 
 def eval_dataset(root: Path) -> Path:

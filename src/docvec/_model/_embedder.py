@@ -386,8 +386,7 @@ class Embedder(Closing):
         step = self.settings.vision_batch  # pages per vision-encoder pass
         for i in range(0, len(prepared), step):
             group = prepared[i : i + step]
-            states = [self._image_states(group[0])] if len(group) == 1 else self._images_states(group)
-            for j, st in enumerate(states):
+            for j, st in enumerate(self._images_states(group)):
                 out[i + j] = self._vectors(st.states, st.span, head, tokens)
         return normalize(out, d), tokens
 
