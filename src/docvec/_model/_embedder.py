@@ -386,7 +386,8 @@ class Embedder(Closing):
         step = self.settings.vision_batch  # pages per vision-encoder pass
         for i in range(0, len(prepared), step):
             group = prepared[i : i + step]
-            for j, st in enumerate(self._images_states(group)):
+            states = [self._image_states(group[0])] if len(group) == 1 else self._images_states(group)
+            for j, st in enumerate(states):
                 out[i + j] = self._vectors(st.states, st.span, head, tokens)
         return normalize(out, d), tokens
 
