@@ -202,14 +202,17 @@ def _amx_bf16_built_and_present() -> bool:
 def test_bf16_matmul_on_amx_tiles(tiny_bf16: ModelFiles, reference: ReferenceEmbedder) -> None:
     """0006-cpu-bf16-mul-mat-on-amx-tiles.patch: BF16 products on Intel AMX's tile unit.
 
-    On a CPU with AMX the tiny BF16 model's products (k and weight rows multiples of 32, 16 tokens or
-    more) take the tile kernel, which logs its mark once (missing without the patch); on a CPU without
+    On a CPU with AMX the tiny BF16 model's products (k and weight rows at least 32) take the tile kernel,
+    which logs its mark once (missing without the patch), a query's too; on a CPU without
     AMX the mark must be absent (tinyBLAS computes them, as before). Either way the embeddings match
     the PyTorch reference as closely as BF16 GGUFs do.
     """
     got = _embed_logged(tiny_bf16)
     on_tiles = any("BF16 mul_mat on AMX tiles" in m for m in got["marks"])
     assert on_tiles == _amx_bf16_built_and_present(), got["marks"]
+    # the query's dozen tokens make one 16-token block, multiplied alone (before: tinyBLAS, off the tiles)
+    lone = any("AMX tiles with a lone 16-token block" in m for m in got["marks"])
+    assert lone == _amx_bf16_built_and_present(), got["marks"]
     _match_reference(got, reference, 0.9999)
 
 
