@@ -12,6 +12,7 @@ path is far off: keeping only the image span's tokens moves the first score by 2
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -29,7 +30,7 @@ from docvec import Embedder, EmbedSettings, ModelError, ModelFiles
 from docvec._cli import app
 from docvec._errors import ModelFileError, ModelMismatchError, ToolError
 from docvec._model._head import FILE_NAME as HEAD_FILE
-from docvec._model._head import KEYS, read_head, write_head
+from docvec._model._head import KEYS, MultiVectorHead, read_head, write_head
 from docvec._model._resolve import resolve_model
 from docvec._tools._convert import _converter_view, find_head
 from docvec_reference.jina_v4 import ReferenceEmbedder, maxsim_scores
@@ -475,3 +476,33 @@ def test_a_checkpoint_without_a_head_has_none(tiny_hf: Path, tmp_path: Path) -> 
         assert view == tmp_path
     head = find_head(tiny_hf)
     assert head is not None and head.width == 64 and KEYS[0] in head.source
+
+
+def test_the_head_keeps_numpy_blas_to_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy's BLAS works on one thread during the head's product, as many as before after it: its worker
+    threads, left spinning after a product, took the cores from llama.cpp's next call (a VultronRetriever
+    Flash query 0.21 s with them, 0.11 s without; docvec._model._blas)."""
+    from threadpoolctl import threadpool_info
+
+    import docvec._model._head as head_module
+
+    def blas_threads() -> list[int]:
+        return [int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
+
+    inside: list[list[int]] = []
+    real = head_module.one_blas_thread
+
+    @contextlib.contextmanager
+    def watched() -> Iterator[None]:
+        with real():
+            inside.append(blas_threads())
+            yield
+
+    monkeypatch.setattr(head_module, "one_blas_thread", watched)
+    before = blas_threads()
+    rng = np.random.default_rng(0)
+    head = MultiVectorHead(rng.standard_normal((8, 16)).astype(np.float32), np.zeros(8, np.float32))
+    out = head(rng.standard_normal((300, 16)).astype(np.float32))
+    assert out.shape == (300, 8) and np.allclose(np.linalg.norm(out, axis=1), 1.0)
+    assert before and inside == [[1] * len(before)]
+    assert blas_threads() == before

@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ModelFileError, ModelMismatchError
+from ._blas import one_blas_thread
 
 __all__ = [
     "ARCHITECTURE",
@@ -77,7 +78,9 @@ class MultiVectorHead:
     def __call__(self, states: npt.NDArray[np.floating]) -> Vectors:
         """The unit-length token vectors of hidden ``states`` [tokens, width] (float64 inside, so that the
         projection adds no rounding of its own to llama.cpp's float32 states)."""
-        out = np.asarray(states, np.float64) @ self.weight.T.astype(np.float64) + self.bias.astype(np.float64)
+        x = np.asarray(states, np.float64)
+        with one_blas_thread():
+            out = x @ self.weight.T.astype(np.float64) + self.bias.astype(np.float64)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return np.asarray(out / np.maximum(norms, np.finfo(np.float32).tiny), np.float32)
 

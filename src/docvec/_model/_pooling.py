@@ -23,6 +23,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from ._blas import one_blas_thread
+
 __all__ = ["TokenPooling", "pool_tokens"]
 
 #: how a family groups a page's tokens (see the module's docstring)
@@ -53,7 +55,8 @@ def _ward_groups(tokens: Vectors, factor: int) -> npt.NDArray[np.intp]:
     from scipy.cluster.hierarchy import fcluster, linkage
 
     t = np.asarray(tokens, np.float32)
-    distances = 1 - t @ t.T
+    with one_blas_thread():
+        distances = 1 - t @ t.T
     tree = linkage(distances, metric="euclidean", method="ward")
     most = max(t.shape[0] // factor, 1)
     return np.asarray(fcluster(tree, t=most, criterion="maxclust") - 1, np.intp)
