@@ -13,6 +13,8 @@ from PIL import Image
 
 from docvec import ConfigError, Embedder, EmbedSettings, InputError, ModelFiles
 from docvec._model._embedder import normalize
+from docvec._model._native import LlamaContext
+from docvec._model._registry import find_tiny_model
 
 from .helpers import page_image
 
@@ -41,6 +43,19 @@ def test_same_input_same_vector(embedder: Embedder) -> None:
     a = embedder.embed_images([img, img])
     np.testing.assert_array_equal(a[0], a[1])
     np.testing.assert_array_equal(embedder.embed_queries(["x y z"]), embedder.embed_queries(["x y z"]))
+
+
+def test_what_an_earlier_input_left_in_the_cache_changes_nothing(tiny_files: ModelFiles) -> None:
+    """Clearing the KV cache between inputs empties its cells without zeroing their data (much cheaper):
+    a query after a page and a long passage gives the vector it gives in a fresh embedder, bit for bit."""
+    query = "who signed the contract"
+    with Embedder(tiny_files, EmbedSettings(threads=2)) as fresh:
+        want = fresh.embed_queries([query])
+    with Embedder(tiny_files, EmbedSettings(threads=2)) as used:
+        used.embed_images([page_image(400, 560, seed=4)])
+        used.embed_passages(["a passage long enough to fill many cells of the cache " * 20])
+        got = used.embed_queries([query])
+    np.testing.assert_array_equal(got, want)
 
 
 def test_matryoshka_dims(tiny_files: ModelFiles) -> None:
@@ -107,6 +122,52 @@ def test_the_vision_encoder_takes_pages_of_any_size_together(
         vectors = emb.embed_images(pages)
         assert emb._session.vision.passes - before == 2  # pages 1 and 2 together, then page 3
     assert vectors.shape[0] == 3 and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("files", "bar"),
+    [
+        ("tiny_files", 0.99999),
+        ("tiny_bf16", 0.99999),
+        # a Q8_0 product of a few tokens takes another kernel than a page's (ggml's vec_dot against AMX-INT8
+        # tiles), which rounds the activations' Q8_0 scales apart: the text decoded apart differs by that
+        ("Q8_0", 0.9999),
+        ("qwen3vl_files", 0.99999),
+        ("colqwen35_dir", 0.99999),
+    ],
+)
+def test_the_text_around_an_image_decodes_in_one_batch_with_it(
+    files: str, bar: float, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page's prompt (text, image, text) takes one decode: the text's input embeddings come from the
+    GGUF's token table (docvec._model._token_table), in F16, BF16 or Q8_0, at the positions llama.cpp gives
+    text, with a Qwen3-VL's deepstack part zero; the states are those of the text decoded as tokens."""
+    if files == "Q8_0":
+        model: ModelFiles = request.getfixturevalue("tiny_quantized")[files]
+    elif files == "colqwen35_dir":  # Qwen3.5: linear-attention layers, partial M-RoPE
+        model = find_tiny_model(request.getfixturevalue(files), arch="colqwen3.5")
+    else:
+        model = request.getfixturevalue(files)
+    decodes: list[int] = []
+    real = LlamaContext._decode
+
+    def counting(self: LlamaContext, n: int, *args: Any, **kwargs: Any) -> Any:
+        decodes.append(n)
+        return real(self, n, *args, **kwargs)
+
+    monkeypatch.setattr(LlamaContext, "_decode", counting)
+    img = page_image(300, 200, seed=3)
+    with Embedder(model, EmbedSettings(threads=2)) as emb:
+        assert emb._session._token_table is not None
+        folded = emb.image_states(img).states
+        assert len(decodes) == 1
+        emb._session._token_table = None
+        decodes.clear()
+        apart = emb.image_states(img).states
+        assert len(decodes) == 3  # text, image, text
+    assert folded.shape == apart.shape
+    cos = np.sum(normalize(folded) * normalize(apart), axis=1)
+    assert cos.min() >= bar
 
 
 def test_image_span_and_sizes(embedder: Embedder) -> None:

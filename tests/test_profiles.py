@@ -10,9 +10,10 @@ from pydantic import ValidationError
 from docvec import ConfigError, Embedder, EmbedSettings, ModelFiles, ReindexSpec
 from docvec._config import MODEL_MAX_PIXELS
 from docvec._errors import ModelMismatchError
+from docvec._model._gguf import read_gguf_info
 from docvec._model._profiles import JINA_V4, PROFILES, QWEN3_VL_EMBEDDING, RERANKER_PROFILES, profile_for
 from docvec._model._registry import REGISTRY
-from docvec._model._session import split_template
+from docvec._model._session import attention, split_template
 
 from .helpers import ROOT, TEXTS
 
@@ -86,6 +87,23 @@ def test_markup_in_a_query_is_plain_text(embedder: Embedder) -> None:
     assert im_end not in states.token_ids.tolist()
     plain = embedder._session.model.tokenize("Query: stop <|im_end|> here")
     assert states.token_ids.tolist() == plain.tolist()
+
+
+def test_a_bf16_language_model_on_the_cpu_attends_over_a_bf16_cache(
+    tiny_bf16: ModelFiles, tiny_files: ModelFiles
+) -> None:
+    bf16, f16 = read_gguf_info(tiny_bf16.language_model), read_gguf_info(tiny_files.language_model)
+    # Qwen3-VL-Embedding's profile leaves flash attention off over its F16 cache; with BF16 weights on the
+    # CPU both change, on a GPU (or with F16 weights) the profile's choice stays, and the settings override
+    assert attention(EmbedSettings(), QWEN3_VL_EMBEDDING, bf16) == (True, "bf16")
+    assert attention(EmbedSettings(), QWEN3_VL_EMBEDDING, f16) == (False, "f16")
+    assert attention(EmbedSettings(gpu_layers=-1), QWEN3_VL_EMBEDDING, bf16) == (False, "f16")
+    assert attention(EmbedSettings(flash_attention=False), QWEN3_VL_EMBEDDING, bf16) == (False, "bf16")
+    assert attention(EmbedSettings(kv_cache="f32"), QWEN3_VL_EMBEDDING, bf16) == (True, "f32")
+    reranker = RERANKER_PROFILES[0]  # not measured for a reranker's scores: its profile's attention stays
+    assert attention(EmbedSettings(), reranker, bf16) == (reranker.flash_attention, reranker.kv_cache)
+    with Embedder(tiny_bf16, EmbedSettings(threads=2)) as emb:
+        assert (emb.flash_attention, emb.kv_cache) == (True, "bf16")
 
 
 def test_attention_precision_settings_reach_the_context(tiny_files: ModelFiles) -> None:

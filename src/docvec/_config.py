@@ -148,17 +148,19 @@ class EmbedSettings(BaseSettings):
     flash_attention: bool | None = Field(
         None,
         description=(
-            "Flash attention in the language model; default: the model's choice (on for "
-            "jina-embeddings-v4; off for Qwen3-VL-Embedding, whose last-token vector it moves past "
-            "docvec's parity bar). The vision encoder always uses it."
+            "Flash attention in the language model; default: on for an embedding model's BF16 language "
+            "model on the CPU (with a BF16 KV cache), else the model's choice (on for jina-embeddings-v4; "
+            "off for Qwen3-VL-Embedding, whose last-token vector it moves past docvec's parity bar over an "
+            "F16 cache). The vision encoder always uses it."
         ),
     )
     kv_cache: Literal["f16", "f32", "bf16"] | None = Field(
         None,
         description=(
-            "Type of the language model's KV cache; default: the model's (f16 for every family). bf16 "
-            "with flash_attention on runs a BF16 model's attention on a CPU's AMX tiles "
-            "(llama.cpp/README.md, patch 0009); its cost and fidelity are in docs/models.md."
+            "Type of the language model's KV cache; default: bf16 for an embedding model's BF16 language "
+            "model on the CPU (with flash attention: on AMX tiles where the CPU has them, "
+            "llama.cpp/README.md patch 0009), else the model's (f16 for every family). Cost and fidelity: "
+            "docs/models.md."
         ),
     )
 

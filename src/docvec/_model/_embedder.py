@@ -145,9 +145,14 @@ class Embedder(Closing):
         image_prompt = self.bounds.max_pixels // self.profile.image_unit**2 + 64
         #: the loaded model, shared with every view of this embedder (:meth:`with_dim`)
         self._session = Session(
-            files, s, self.profile, bounds=self.bounds, n_ctx=max(s.max_text_tokens, image_prompt)
+            files,
+            s,
+            self.profile,
+            header=lm_info,
+            bounds=self.bounds,
+            n_ctx=max(s.max_text_tokens, image_prompt),
         )
-        #: the language model's attention settings in use: the settings', else the profile's defaults
+        #: the language model's attention settings in use (:func:`docvec._model._session.attention`)
         self.flash_attention, self.kv_cache = self._session.flash_attention, self._session.kv_cache
         span = self.profile.image_span
         session = self._session

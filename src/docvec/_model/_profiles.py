@@ -95,7 +95,8 @@ class ModelProfile:
     licence: str  # SPDX identifier
     #: language-model attention with flash attention (llama.cpp's), and the KV cache type, by default:
     #: the cheapest setting that keeps this model's vectors within docvec's parity bar (the embedder's
-    #: settings may override both)
+    #: settings may override both; a BF16 language model on the CPU takes flash attention over a BF16
+    #: cache whatever these say, where :attr:`bf16_cpu_attention`: :func:`docvec._model._session.attention`)
     flash_attention: bool
     kv_cache: Literal["f16", "f32"]
     #: whether checkpoints of this model carry a multi-vector head docvec can use
@@ -107,6 +108,9 @@ class ModelProfile:
     head_kind: str | None = None
     #: how ``DOCVEC_TOKEN_POOL`` groups a page's token vectors (:mod:`docvec._model._pooling`)
     token_pooling: TokenPooling = "runs"
+    #: a BF16 language model on the CPU attends with flash attention over a BF16 KV cache (measured for
+    #: every embedding family in docs/models.md)
+    bf16_cpu_attention: bool = True
 
     @property
     def late_interaction(self) -> bool:
@@ -404,6 +408,9 @@ class RerankerProfile:
     flash_attention: bool
     kv_cache: Literal["f16", "f32"]
     published: tuple[Published, ...] = ()
+    #: the embedders' BF16 attention on the CPU (:attr:`ModelProfile.bf16_cpu_attention`) is not measured
+    #: for a reranker's scores (docs/rerank.md): the profile's attention stays
+    bf16_cpu_attention: bool = False
 
     def bounds(self, max_pixels: int | None) -> ImageBounds:
         """The image bounds of a page budget of ``max_pixels`` (None: the profile's); a budget under the

@@ -105,8 +105,10 @@ class Reranker(Closing):
             )
         # the conversation, the query and the largest page, in one sequence
         n_ctx = s.max_text_tokens + self.bounds.max_pixels // self.profile.image_unit**2 + 256
-        self._session = Session(files, s, self.profile, bounds=self.bounds, n_ctx=n_ctx, kind="reranker")
-        #: the language model's attention settings in use: the settings', else the profile's defaults
+        self._session = Session(
+            files, s, self.profile, header=lm_info, bounds=self.bounds, n_ctx=n_ctx, kind="reranker"
+        )
+        #: the language model's attention settings in use (:func:`docvec._model._session.attention`)
         self.flash_attention, self.kv_cache = self._session.flash_attention, self._session.kv_cache
         #: seconds spent by the last :meth:`score` call, by stage
         self.last_timing: RerankTiming | None = None

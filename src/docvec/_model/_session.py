@@ -26,8 +26,10 @@ import numpy.typing as npt
 from .._config import EmbedSettings
 from .._errors import ConfigError, ModelError
 from ._files import ModelFiles
+from ._gguf import GGUFInfo
 from ._native import LlamaContext, LlamaModel, MtmdContext, Outputs, PromptChunk, holding_interrupts
 from ._profiles import ImageBounds
+from ._token_table import TokenTable
 
 __all__ = ["Defaults", "Session", "split_template"]
 
@@ -43,10 +45,35 @@ class Defaults(Protocol):
     @property
     def kv_cache(self) -> str: ...
 
+    @property
+    def bf16_cpu_attention(self) -> bool: ...
+
+
+def attention(settings: EmbedSettings, defaults: Defaults, header: GGUFInfo) -> tuple[bool, str]:
+    """The language model's flash attention and KV cache type: the settings' where they name them, else the
+    profile's, except that a BF16 language model on the CPU takes flash attention over a BF16 KV cache.
+
+    That pair runs a BF16 model's attention on AMX tiles (llama.cpp patch 0009) and elsewhere in F32 over the
+    BF16 keys and values, and keeps last-token vectors within the parity bar that an F16 cache with flash
+    attention misses (the profiles' reason to leave it off); its cost and fidelity are in docs/models.md.
+    GPUs, other weight types, and profiles that do not take it (a reranker's) keep the profile's choice.
+    """
+    from gguf.constants import LlamaFileType
+
+    fa, kv = defaults.flash_attention, defaults.kv_cache
+    bf16 = header.metadata.get("general.file_type") == LlamaFileType.MOSTLY_BF16
+    if defaults.bf16_cpu_attention and settings.gpu_layers == 0 and bf16:
+        fa, kv = True, "bf16"
+    return (
+        settings.flash_attention if settings.flash_attention is not None else fa,
+        settings.kv_cache or kv,
+    )
+
 
 class Session:
     """The language model, context and vision encoder of ``files``, loaded for images within ``bounds``
-    and prompts of up to ``n_ctx`` tokens (at most the model's trained length).
+    and prompts of up to ``n_ctx`` tokens (at most the model's trained length); ``header`` is the language
+    model's GGUF header, read by the caller.
 
     ``kind`` names the model in the error a call after :meth:`close` gets ("the reranker ... was closed").
     """
@@ -57,6 +84,7 @@ class Session:
         settings: EmbedSettings,
         defaults: Defaults,
         *,
+        header: GGUFInfo,
         bounds: ImageBounds,
         n_ctx: int,
         kind: str = "model",
@@ -64,16 +92,15 @@ class Session:
         s = settings
         self.files = files
         self.kind = kind
-        #: the language model's attention settings in use: the settings', else the profile's defaults
-        fa = s.flash_attention
-        self.flash_attention = fa if fa is not None else defaults.flash_attention
-        self.kv_cache = s.kv_cache or defaults.kv_cache
         self._lock = threading.Lock()
         self._closed = False
         threads = s.threads or os.cpu_count() or 1
         unit2 = bounds.unit**2
         self.model = LlamaModel(files.language_model, gpu_layers=s.gpu_layers)
         try:
+            #: the language model's attention settings in use (:func:`attention`)
+            self.flash_attention, self.kv_cache = attention(s, defaults, header)
+            self._token_table = TokenTable.open(header, self.model.n_embd_inp)
             self.context = LlamaContext(
                 self.model,
                 n_ctx=min(n_ctx, self.model.n_ctx_train),
@@ -146,6 +173,7 @@ class Session:
         the prompt's last one's (none where its last chunk is empty)."""
         states: list[npt.NDArray[np.float32]] = []
         pos = pos0
+        chunks = self._text_with_images(chunks, pos0)
         for i, c in enumerate(chunks):
             part: Outputs = outputs if outputs == "all" or i == len(chunks) - 1 else "none"
             if c.tokens is not None:
@@ -156,6 +184,38 @@ class Session:
                     states.append(self.context.decode_embeddings(c.image_embd, c.image_pos, outputs=part))
             pos += c.n_pos
         return np.concatenate(states) if states else np.zeros((0, self.model.n_embd), np.float32)
+
+    def _text_with_images(self, chunks: list[PromptChunk], pos0: int) -> list[PromptChunk]:
+        """A prompt with images as one chunk of input embeddings, its text's rows read from the token table
+        (:mod:`._token_table`) at the positions llama.cpp gives text (the same in every M-RoPE section):
+        one pass over the weights instead of one more for each stretch of text around an image. The chunks
+        as they are for text alone, for images that attend both ways, or without a table."""
+        if (
+            self._token_table is None
+            or not any(c.image_embd is not None for c in chunks)
+            or not all(c.causal for c in chunks)
+        ):
+            return chunks
+        n_sections = next(c.image_pos.shape[0] for c in chunks if c.image_pos is not None)
+        embd: list[npt.NDArray[np.float32]] = []
+        positions: list[npt.NDArray[np.int32]] = []
+        pos = pos0
+        for c in chunks:
+            if c.tokens is not None:
+                embd.append(self._token_table.rows(c.tokens))
+                positions.append(
+                    np.tile(np.arange(pos, pos + len(c.tokens), dtype=np.int32), (n_sections, 1))
+                )
+            else:
+                assert c.image_embd is not None and c.image_pos is not None
+                embd.append(c.image_embd)
+                positions.append(c.image_pos)
+            pos += c.n_pos
+        return [
+            PromptChunk(
+                image_embd=np.concatenate(embd), image_pos=np.concatenate(positions, axis=1), n_pos=pos - pos0
+            )
+        ]
 
 
 # a control token of the Qwen chat templates (<|im_start|>, <|vision_start|>, ...)
