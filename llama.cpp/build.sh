@@ -52,7 +52,12 @@ if [[ ! -f $src_stamp || $(cat "$src_stamp") != "$LLAMA_CPP_PYTHON_SHA256-$patch
   echo "$LLAMA_CPP_PYTHON_SHA256-$patches" > "$src_stamp"
 fi
 
-key=$(printf '%s|%s|%s|%s' "$v" "${CMAKE_ARGS:-}" "$patches" "$(uname -m)" | sha256sum | cut -c1-16)
+# The default build is -march=native: a wheel built on one CPU type can use instructions another lacks
+# (AVX-512, AMX) and die there with SIGILL, and a cache folder may be shared by machines of several types (a
+# home on a network disk). So the key holds the instruction sets the compiler turns on here, as its macros.
+isa=$(${CC:-cc} -march=native -dM -E -x c /dev/null 2>/dev/null \
+  | grep -oE '__(AVX|AMX|SSE|FMA|F16C|BMI|ARM_FEATURE|ARM_NEON)[A-Za-z0-9_]*' | sort -u | tr '\n' ' ' || true)
+key=$(printf '%s|%s|%s|%s|%s' "$v" "${CMAKE_ARGS:-}" "$patches" "$(uname -m)" "$isa" | sha256sum | cut -c1-16)
 wheels="$root/wheels/$key"
 built=("$wheels"/llama_cpp_python-"$v"-*.whl)
 if [[ ${#built[@]} -eq 0 ]]; then
