@@ -10,6 +10,8 @@
     python benchmarks/bench_embed.py --full --baseline-libs DIR   # the default GGUFs once more on the
                                                 # llama.cpp libraries in DIR (another build, e.g. the wheel
                                                 # before a patch: its llama_cpp/lib), in the same run
+    python benchmarks/bench_embed.py --full --types bf16,f16   # the GGUF types run, the default engine
+                                                # first (default: the CPU's, as `docvec models convert`)
 
 One table per family. Every engine runs in its own process, one after the other in this run, on the same
 weights and thread count: seconds per query and per page image (three sizes, split into vision encoder and
@@ -244,13 +246,14 @@ def _run_engine(spec: dict[str, Any]) -> dict[str, Any]:
 # -- the parent: build, run every engine, print the table --------------------------------------------------
 
 
-def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple[Path, Path]]]:
+def _models(
+    family: str, full: bool, cache: Path, types: list[str]
+) -> tuple[Path, dict[str, tuple[Path, Path]]]:
     from docvec._tools._convert import (
         _converter_view,
         _quantize,
         _run_converter,
         convert_checkpoint,
-        cpu_has_bf16,
     )
     from docvec._tools._tiny_checkpoint import CheckpointGeometry, build_checkpoint
     from docvec._tools._tiny_qwen3vl import Qwen3VLGeometry
@@ -282,9 +285,8 @@ def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple
             cache_dir=cache / "tokenizers",
         )
         done.write_text("ok")
-    types = ["f16", "bf16"] if cpu_has_bf16() else ["f16"]
     out = {}
-    for t in types:
+    for t in dict.fromkeys(["f16", *types]):  # F16 always: the Q8_0 rows are made from it
         d = base / t
         lm, mm = d / f"m-{t.upper()}.gguf", d / f"mmproj-m-{t.upper()}.gguf"
         if not (d / "converted.stamp").is_file():
@@ -307,7 +309,7 @@ def _models(family: str, full: bool, cache: Path) -> tuple[Path, dict[str, tuple
         mm8.parent.mkdir(exist_ok=True)
         with _converter_view(hf, mm8.parent) as view:  # the checkpoint as the converter reads it
             _run_converter(src, view, mm8, "q8_0", mmproj=True)
-    main_lm = out["docvec BF16"][0] if "docvec BF16" in out else lm16
+    main_lm = out[f"docvec {types[0].upper()}"][0]
     out["docvec Q8_0 mmproj"] = (main_lm, mm8)
     return hf, out
 
@@ -330,6 +332,11 @@ def main() -> None:
         type=Path,
         help="a folder of llama.cpp libraries (libllama, libmtmd, libggml*) to run the default GGUFs on too",
     )
+    ap.add_argument(
+        "--types",
+        help="the GGUF types to run, the default engine first, comma-separated (default: this CPU's default "
+        "type, `docvec models convert`'s: bf16 and f16 where the CPU has bf16 arithmetic, else f16)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -344,7 +351,10 @@ def main() -> None:
 
 
 def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
-    hf, ggufs = _models(family, args.full, cache)
+    from docvec._tools._convert import default_outtype
+
+    types = args.types.split(",") if args.types else list(dict.fromkeys([default_outtype(), "f16"]))
+    hf, ggufs = _models(family, args.full, cache, types)
     engines: dict[str, dict[str, Any]] = {}
     # a late-interaction model's head, exported beside the F16 conversion; every docvec engine uses it
     head = hf.parent / "f16" / "multivector-head.gguf"
@@ -352,7 +362,7 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
         engines[name] = {"engine": "docvec", "lm": str(lm), "mmproj": str(mm), "threads": args.threads}
         if head.is_file():
             engines[name]["head"] = str(head)
-    default = "docvec BF16" if "docvec BF16" in ggufs else "docvec F16"
+    default = f"docvec {types[0].upper()}"
     if args.baseline_libs:
         if not (args.baseline_libs / "libllama.so").is_file():
             raise SystemExit(f"--baseline-libs {args.baseline_libs}: no libllama.so there")
@@ -364,9 +374,10 @@ def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
         # on the CPU a BF16 language model attends with flash attention over a BF16 KV cache (on AMX tiles
         # where the CPU has them, patch 0009); the profile's own choice, which GPUs keep (flash attention
         # off over an F16 cache, for parity), and flash attention over an F16 cache, side by side
-        lm, mm = ggufs["docvec BF16"] if "docvec BF16" in ggufs else ggufs["docvec F16"]
+        lm, mm = ggufs[default]
         base = {"engine": "docvec", "lm": str(lm), "mmproj": str(mm), "threads": args.threads}
-        engines["docvec FA off, F16 KV"] = {**base, "flash_attention": False, "kv_cache": "f16"}
+        if default != "docvec F16":  # F16 weights keep the profile's attention: that row is the default's
+            engines["docvec FA off, F16 KV"] = {**base, "flash_attention": False, "kv_cache": "f16"}
         engines["docvec FA on, F16 KV"] = {**base, "flash_attention": True, "kv_cache": "f16"}
         # the cost of the model's own maximum page budget (1,800 tokens) against docvec's default (1,024)
         from docvec._model._profiles import QWEN3_VL_EMBEDDING

