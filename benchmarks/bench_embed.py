@@ -342,6 +342,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(_child(json.loads(args.child))))
         return
+    if args.types and not set(args.types.split(",")) <= {"f16", "bf16", "f32"}:
+        ap.error(f"--types {args.types}: each must be f16, bf16 or f32 (the converter's --outtype)")
 
     from docvec import Settings
 
@@ -353,7 +355,7 @@ def main() -> None:
 def _family_table(family: str, args: argparse.Namespace, cache: Path) -> None:
     from docvec._tools._convert import default_outtype
 
-    types = args.types.split(",") if args.types else list(dict.fromkeys([default_outtype(), "f16"]))
+    types = args.types.split(",") if args.types else [default_outtype()]
     hf, ggufs = _models(family, args.full, cache, types)
     engines: dict[str, dict[str, Any]] = {}
     # a late-interaction model's head, exported beside the F16 conversion; every docvec engine uses it
