@@ -97,16 +97,20 @@ MIXED_PAGES = ("wide-900x300", "tall-300x900", "half-350x238")
 T = TypeVar("T")
 
 
-def in_one_vision_pass(
+def in_one_batch(
     files: ModelFiles, settings: EmbedSettings, embed: Callable[[Embedder, list[Image.Image]], T]
 ) -> tuple[list[Image.Image], T]:
     """The :data:`MIXED_PAGES` and ``embed(embedder, pages)`` with ``vision_batch`` set to take them all in
-    one vision-encoder pass, which it checks (llama.cpp patch 0008)."""
+    one vision-encoder pass (llama.cpp patch 0008) and their prompts as sequences of one language-model
+    batch (in as many llama.cpp calls as ``decode_batch`` takes), which it checks."""
     images = [shape_image(name) for name in MIXED_PAGES]
     with Embedder(files, settings.model_copy(update={"vision_batch": len(images)})) as batched:
-        before = batched._session.vision.passes
+        session = batched._session
+        assert session.pages is not None
+        before = session.vision.passes, session.pages.calls, session.context.calls
         got = embed(batched, images)
-        assert batched._session.vision.passes - before == 1
+        assert session.vision.passes - before[0] == 1
+        assert session.pages.calls - before[1] >= 1 and session.context.calls == before[2]
     return images, got
 
 

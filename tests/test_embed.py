@@ -124,6 +124,42 @@ def test_the_vision_encoder_takes_pages_of_any_size_together(
     assert vectors.shape[0] == 3 and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
 
 
+@pytest.mark.parametrize("files", ["tiny_files", "qwen3vl_files", "no token table"])
+def test_a_group_of_pages_decodes_as_sequences_of_one_batch(
+    files: str, request: pytest.FixtureRequest
+) -> None:
+    """With ``vision_batch`` a group's page prompts decode together, each a sequence in its own KV cache
+    stream, every llama.cpp call an equal slice of each unfinished page (a small ``decode_batch`` cuts the
+    images across calls): each page's token states are those it gives alone, in the order it was given. A
+    model whose text cannot join its image in one batch (no token table docvec reads)
+    decodes the pages one after the other."""
+    model: ModelFiles = request.getfixturevalue("tiny_files" if files == "no token table" else files)
+    pages = [page_image(300, 200, seed=3), page_image(120, 260, seed=4), page_image(200, 200, seed=5)]
+    with Embedder(model, EmbedSettings(threads=2, vision_batch=3, decode_batch=256)) as emb:
+        session = emb._session
+        if files == "no token table":  # as for a token table in a type only llama.cpp reads (TokenTable.open)
+            session._token_table = None
+        assert session.pages is not None and session.pages.n_seq == 3
+        rgbs = [emb._prepare(p) for p in pages]
+        calls = session.context.calls
+        together = emb._images_states(rgbs)
+        batched_calls, alone_calls = session.pages.calls, session.context.calls - calls
+        alone = [emb._image_states(rgb) for rgb in rgbs]
+    n_tokens = [a.states.shape[0] for a in alone]
+    assert len(set(n_tokens)) == 3  # three lengths: the slices run out at different calls
+    if files == "no token table":
+        assert batched_calls == 0 and alone_calls >= 3
+    else:
+        assert alone_calls == 0 and batched_calls >= -(-sum(n_tokens) // 256)
+    for t, a in zip(together, alone, strict=True):
+        np.testing.assert_array_equal(t.token_ids, a.token_ids)
+        assert t.span == a.span and t.states.shape == a.states.shape
+        cos = np.sum(normalize(t.states) * normalize(a.states), axis=1)
+        assert cos.min() >= 0.99999, cos.min()
+        pooled = normalize(t.states.mean(0)[None]) @ normalize(a.states.mean(0)[None]).T
+        assert float(pooled[0, 0]) >= 0.999999
+
+
 @pytest.mark.parametrize(
     ("files", "bar"),
     [

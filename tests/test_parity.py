@@ -13,7 +13,7 @@ from docvec import Embedder, EmbedSettings, ModelFiles
 from docvec._model._native import MtmdContext, PromptChunk
 from docvec_reference.jina_v4 import ReferenceEmbedder
 
-from .helpers import SHAPES, TEXTS, in_one_vision_pass, report, shape_image
+from .helpers import SHAPES, TEXTS, in_one_batch, report, shape_image
 
 BAR = 0.99999
 
@@ -134,8 +134,8 @@ def test_pages_batched_through_the_vision_encoder_equal_one_at_a_time(
 ) -> None:
     """Three pages of different sizes in one Qwen2.5-VL encoder pass (``vision_batch``, llama.cpp patch
     0008: each page attends to its own patches, in its own windows, at its own positions) give the vectors
-    of one page a pass."""
-    images, got = in_one_vision_pass(tiny_files, EmbedSettings(threads=2), Embedder.embed_images)
+    of one page a pass; their prompts decode as sequences of one language-model batch."""
+    images, got = in_one_batch(tiny_files, EmbedSettings(threads=2), Embedder.embed_images)
     pooled = row_cos(got, embedder.embed_images(images))
     report("image pooled cosine, 3 pages in one vision pass vs one at a time (min)", float(pooled.min()))
     assert pooled.min() >= 0.999999, pooled

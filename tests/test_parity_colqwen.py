@@ -28,7 +28,7 @@ from docvec._model._profiles import COLQWEN3, COLQWEN3_5, ModelProfile
 from docvec._model._registry import find_tiny_model
 from docvec_reference.colqwen import ColQwenReference, maxsim
 
-from .helpers import MAXSIM_TOLERANCE, SHAPES, TEXTS, in_one_vision_pass, report, shape_image
+from .helpers import MAXSIM_TOLERANCE, SHAPES, TEXTS, in_one_batch, report, shape_image
 
 MEDIAN_BAR = 0.99999
 MIN_BAR = 0.999
@@ -177,11 +177,13 @@ def test_pages_batched_through_the_vision_encoder_equal_one_at_a_time(
     family: Family, model_dir: Path, ours: Embedder
 ) -> None:
     """Three pages of different sizes in one vision-encoder pass (``vision_batch``, llama.cpp patch 0008;
-    ColQwen3's and ColQwen3.5's encoders are Qwen3-VL's graph) give the token vectors of one page a pass."""
+    ColQwen3's and ColQwen3.5's encoders are Qwen3-VL's graph) give the token vectors of one page a pass;
+    their prompts decode as sequences of one language-model batch (Qwen3.5's linear-attention layers keep a
+    state per sequence)."""
     files = find_tiny_model(model_dir, arch=family.arch)
     assert files is not None
     settings = EmbedSettings(threads=2, max_pixels=family.profile.max_pixels)
-    images, (dense, tokens) = in_one_vision_pass(files, settings, Embedder.embed_images_multi)
+    images, (dense, tokens) = in_one_batch(files, settings, Embedder.embed_images_multi)
     want_dense, want_tokens = ours.embed_images_multi(images)
     assert float(np.min(np.sum(dense * want_dense, axis=1))) >= 0.999999
     for got, want in zip(tokens, want_tokens, strict=True):

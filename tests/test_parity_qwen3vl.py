@@ -15,7 +15,7 @@ from docvec._model._native import MtmdContext, PromptChunk
 from docvec._model._profiles import QWEN3_VL_EMBEDDING
 from docvec_reference.qwen3vl import QUERY_INSTRUCTION, Qwen3VLReference
 
-from .helpers import SHAPES, TEXTS, in_one_vision_pass, report, shape_image
+from .helpers import SHAPES, TEXTS, in_one_batch, report, shape_image
 
 BAR = 0.99999
 IMAGE_PAD = 151655
@@ -150,9 +150,9 @@ def test_pages_batched_through_the_vision_encoder_equal_one_at_a_time(
 ) -> None:
     """Three pages of different sizes in one Qwen3-VL encoder pass (``vision_batch``, llama.cpp patch
     0008: each page's own patches, positions, position embeddings and deepstack features) give the
-    vectors of one page a pass."""
+    vectors of one page a pass; their prompts decode as sequences of one language-model batch."""
     settings = EmbedSettings(threads=2, max_pixels=QWEN3_VL_EMBEDDING.max_pixels)
-    images, got = in_one_vision_pass(qwen3vl_files, settings, Embedder.embed_images)
+    images, got = in_one_batch(qwen3vl_files, settings, Embedder.embed_images)
     pooled = row_cos(got, qwen3vl_embedder.embed_images(images))
     report("Qwen3-VL pooled cosine, 3 pages in one vision pass vs one at a time (min)", float(pooled.min()))
     assert pooled.min() >= 0.999999, pooled

@@ -130,18 +130,20 @@ class EmbedSettings(BaseSettings):
     )
     # measured on the 2-core Intel Xeon with AMX, Qwen3-VL-2B's geometry (BF16), vision encoder alone, rounds
     # interleaved: an A4 page 12.5 s one a pass, 12.3 s two a pass (peak RSS 5.5 -> 5.8 GB); 448x448 pages
-    # 2.69 / 2.60 / 2.55 s at 1 / 2 / 4 (llama.cpp/README.md, patch 0008). Not worth the memory on a CPU.
+    # 2.69 / 2.60 / 2.55 s at 1 / 2 / 4 (llama.cpp/README.md, patch 0008). Not worth the memory on a CPU;
+    # the language model's side on AMD Zen 3 in docs/models.md (benchmarks/bench_vision_batch.py).
     vision_batch: int = Field(
         1,
         ge=1,
         le=64,
         description=(
-            "Page images the vision encoder takes in one pass (Qwen2-VL, Qwen2.5-VL and Qwen3-VL encoders: "
-            "jina-embeddings-v4, Qwen3-VL-Embedding, ColQwen3, ColQwen3.5; pages of any mix of sizes, the "
-            "same vectors as one at a time). On a CPU a page already fills the cores (2 pages a pass were 2% "
-            "faster on an A4 page), so 1, the default; on a GPU raise it (8-16) to keep the device busy, "
-            "at the cost of the encoder's memory for that many pages, and raise render.workers with it so "
-            "that pages are rendered ahead."
+            "Page images embedded together: through the vision encoder in one pass (Qwen2-VL, Qwen2.5-VL and "
+            "Qwen3-VL encoders: jina-embeddings-v4, Qwen3-VL-Embedding, ColQwen3, ColQwen3.5; pages of any "
+            "mix of sizes) and through the language model as sequences of one batch, with the same vectors "
+            "as one at a time. On a CPU a page already fills the cores, so 1, the default; on a GPU raise it "
+            "(8-16) to keep the device busy, at the cost of the encoder's memory and a KV cache for that "
+            "many pages, with decode_batch (tokens per language-model call, shared by the group's pages) and "
+            "render.workers (pages rendered ahead)."
         ),
     )
     max_text_tokens: int = Field(8192, ge=16, description="Longer texts are truncated (with a warning).")

@@ -151,6 +151,7 @@ class Embedder(Closing):
             header=lm_info,
             bounds=self.bounds,
             n_ctx=max(s.max_text_tokens, image_prompt),
+            page_tokens=image_prompt,
         )
         #: the language model's attention settings in use (:func:`docvec._model._session.attention`)
         self.flash_attention, self.kv_cache = self._session.flash_attention, self._session.kv_cache
@@ -292,30 +293,31 @@ class Embedder(Closing):
         self, rgbs: Sequence[npt.NDArray[np.uint8]], template: str | None = None
     ) -> list[ImageStates]:
         """:meth:`_image_states` of each of ``rgbs``, their images through the vision encoder together (in as
-        few passes as it takes: see :meth:`MtmdContext.tokenize_many`), each prompt decoded on its own.
-        Each one's ``vision_seconds`` is its share of the encoder's time (the time over the images)."""
+        few passes as it takes: see :meth:`MtmdContext.tokenize_many`) and their prompts through the
+        language model together (:meth:`Session.decode_many`). Each one's ``vision_seconds`` and
+        ``lm_seconds`` are its share of each stage's time (the time over the images)."""
         session = self._session
         prompt = (template or self.profile.image_template).format(marker=session.vision.marker)
-        out: list[ImageStates] = []
+        n = max(len(rgbs), 1)
         with session.use():
             t0 = time.perf_counter()
             tokenized = session.vision.tokenize_many(prompt, rgbs)
-            vision_seconds = (time.perf_counter() - t0) / max(len(rgbs), 1)
-            for rgb, chunks in zip(rgbs, tokenized, strict=True):
-                t1 = time.perf_counter()
-                session.context.clear()
-                states = session.decode(chunks)
-                ids = _token_ids(chunks)
-                out.append(
-                    ImageStates(
-                        states=states,
-                        token_ids=ids,
-                        lm_seconds=time.perf_counter() - t1,
-                        span=self._span(ids),
-                        size=(int(rgb.shape[1]), int(rgb.shape[0])),
-                        vision_seconds=vision_seconds,
-                    )
+            t1 = time.perf_counter()
+            states = session.decode_many(tokenized)
+            lm_seconds = (time.perf_counter() - t1) / n
+        out: list[ImageStates] = []
+        for rgb, chunks, st in zip(rgbs, tokenized, states, strict=True):
+            ids = _token_ids(chunks)
+            out.append(
+                ImageStates(
+                    states=st,
+                    token_ids=ids,
+                    lm_seconds=lm_seconds,
+                    span=self._span(ids),
+                    size=(int(rgb.shape[1]), int(rgb.shape[0])),
+                    vision_seconds=(t1 - t0) / n,
                 )
+            )
         return out
 
     # -- lifecycle -----------------------------------------------------------------------------------

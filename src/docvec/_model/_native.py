@@ -166,7 +166,9 @@ class LlamaContext:
 
     ``flash_attention`` False turns llama.cpp's flash attention off (True leaves it to llama.cpp, which
     uses it where the backend has it); ``kv_cache`` is the KV cache's type: ``"f16"``, ``"f32"`` or
-    ``"bf16"``.
+    ``"bf16"``. ``n_seq`` sequences of up to ``n_ctx`` tokens each decode together
+    (:meth:`decode_sequences`), each in a KV cache stream of its own (llama.cpp's ``kv_unified`` off), so
+    that a token attends over its own sequence's cells only, not over every sequence's masked out.
     """
 
     def __init__(
@@ -178,15 +180,17 @@ class LlamaContext:
         threads: int,
         flash_attention: bool = True,
         kv_cache: str = "f16",
+        n_seq: int = 1,
     ) -> None:
         ll = model._ll
         self._ll = ll
         self.model = model
         params = ll.llama_context_default_params()
-        params.n_ctx = n_ctx
+        params.n_ctx = n_ctx * n_seq
         params.n_batch = n_batch
         params.n_ubatch = n_batch
-        params.n_seq_max = 1
+        params.n_seq_max = n_seq
+        params.kv_unified = False
         params.n_threads = threads
         params.n_threads_batch = threads
         params.embeddings = True
@@ -202,10 +206,14 @@ class LlamaContext:
         if not handle:
             raise BackendError(f"{model.path}: llama.cpp could not create a context (n_ctx={n_ctx})")
         self.handle: Any = handle
-        self.n_ctx = int(ll.llama_n_ctx(handle))
+        self.n_ctx = int(ll.llama_n_ctx_seq(handle))  # per sequence
         self.n_batch = n_batch
+        self.n_seq = n_seq
         self.n_embd = model.n_embd
-        self._seq0 = ctypes.c_int32(0)
+        #: llama_decode calls made so far
+        self.calls = 0
+        # the sequence ids a batch's seq_id pointers point into
+        self._seq_ids = np.arange(n_seq, dtype=np.int32)
 
     def clear(self) -> None:
         """Forget every decoded token (the KV cache), ready for the next sequence.
@@ -255,6 +263,46 @@ class LlamaContext:
             out.append(self._decode(e.shape[0], p, embd=e, outputs=_part(outputs, last)))
         return np.concatenate(out) if out else np.zeros((0, self.n_embd), np.float32)
 
+    def decode_sequences(
+        self, embds: Sequence[npt.NDArray[np.float32]], positions: Sequence[npt.NDArray[np.int32]]
+    ) -> list[npt.NDArray[np.float32]]:
+        """Decode up to ``n_seq`` prompts of input embeddings (n_i, n_embd_inp), with positions
+        (n_pos_per_token, n_i), together into a cleared cache, each as sequence i; returns every token's
+        hidden states for each (n_i, n_embd): the states each gives decoded alone.
+
+        Each call takes an equal slice of every unfinished sequence (``n_batch`` tokens shared among them),
+        so that llama.cpp runs it as one micro-batch: its split over KV cache streams takes the same number
+        of tokens from every sequence in a micro-batch, and unequal slices would break a call into several.
+        """
+        k = len(embds)
+        if k > self.n_seq or len(positions) != k:
+            raise BackendError(
+                f"{k} sequences (with {len(positions)} position arrays) for a context of {self.n_seq}"
+            )
+        done = [0] * k
+        out: list[list[npt.NDArray[np.float32]]] = [[] for _ in range(k)]
+        while True:
+            active = [i for i in range(k) if done[i] < embds[i].shape[0]]
+            if not active:
+                break
+            share = max(1, self.n_batch // len(active))
+            spans = [(i, done[i], min(done[i] + share, embds[i].shape[0])) for i in active]
+            e = np.concatenate([embds[i][a:b] for i, a, b in spans]).astype(np.float32, copy=False)
+            p = np.concatenate([positions[i][:, a:b] for i, a, b in spans], axis=1)
+            seq = np.concatenate([np.full(b - a, i, np.int32) for i, a, b in spans])
+            rows = self._decode(
+                e.shape[0],
+                np.ascontiguousarray(p, dtype=np.int32).reshape(-1),
+                embd=np.ascontiguousarray(e),
+                seq=seq,
+            )
+            at = 0
+            for i, a, b in spans:
+                out[i].append(rows[at : at + b - a])
+                at += b - a
+                done[i] = b
+        return [np.concatenate(parts) if parts else np.zeros((0, self.n_embd), np.float32) for parts in out]
+
     @contextmanager
     def causal(self, causal: bool) -> Iterator[None]:
         """Temporarily switch causal attention (for models whose media tokens attend both ways)."""
@@ -275,12 +323,17 @@ class LlamaContext:
         tokens: npt.NDArray[np.int32] | None = None,
         embd: npt.NDArray[np.float32] | None = None,
         outputs: Outputs = "all",
+        seq: npt.NDArray[np.int32] | None = None,
     ) -> npt.NDArray[np.float32]:
+        """One llama_decode of ``n`` tokens (or input embeddings) at ``pos``, token i in sequence ``seq[i]``
+        (every one in sequence 0 without ``seq``)."""
         ll = self._ll
         # Built by hand rather than with llama_batch_init, which allocates one position per token where an
         # M-RoPE embedding batch needs four.
         n_seq = np.ones(n, dtype=np.int32)
-        seq_ptr = (ctypes.POINTER(ctypes.c_int32) * n)(*([ctypes.pointer(self._seq0)] * n))
+        # token i's seq_id pointer: the address of its sequence's id in self._seq_ids
+        ids = np.zeros(n, np.intp) if seq is None else seq.astype(np.intp)
+        seq_ptrs = self._seq_ids.ctypes.data + ids * self._seq_ids.itemsize
         # an embeddings context outputs every token whatever the flags say (llama_context::decode's
         # output_all): asking for fewer would only misplace the rows read below
         logits = np.ones(n, dtype=np.int8)
@@ -290,9 +343,10 @@ class LlamaContext:
         batch.embd = embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) if embd is not None else None
         batch.pos = pos.ctypes.data_as(ctypes.POINTER(ll.llama_pos))
         batch.n_seq_id = n_seq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-        batch.seq_id = seq_ptr
+        batch.seq_id = seq_ptrs.ctypes.data_as(ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)))
         batch.logits = logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
         rc = ll.llama_decode(self.handle, batch)
+        self.calls += 1
         if rc != 0:
             raise BackendError(f"llama_decode failed with code {rc} ({n} tokens)")
         if outputs == "none":

@@ -76,6 +76,8 @@ class Session:
     model's GGUF header, read by the caller.
 
     ``kind`` names the model in the error a call after :meth:`close` gets ("the reranker ... was closed").
+    With ``page_tokens`` (the longest page prompt) and the settings' ``vision_batch`` above 1, a second
+    context decodes that many page prompts together, one sequence each (:meth:`decode_many`).
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class Session:
         bounds: ImageBounds,
         n_ctx: int,
         kind: str = "model",
+        page_tokens: int = 0,
     ) -> None:
         s = settings
         self.files = files
@@ -109,6 +112,18 @@ class Session:
                 flash_attention=self.flash_attention,
                 kv_cache=self.kv_cache,
             )
+            #: the context that decodes a group of pages, one sequence each; None: one page at a time
+            self.pages: LlamaContext | None = None
+            if page_tokens and s.vision_batch > 1:
+                self.pages = LlamaContext(
+                    self.model,
+                    n_ctx=min(page_tokens, self.model.n_ctx_train),
+                    n_batch=s.decode_batch,
+                    threads=threads,
+                    flash_attention=self.flash_attention,
+                    kv_cache=self.kv_cache,
+                    n_seq=s.vision_batch,
+                )
             self.vision = MtmdContext(
                 files.mmproj,
                 self.model,
@@ -136,7 +151,7 @@ class Session:
         later :meth:`use` raises :class:`ModelError`. Calling it again does nothing."""
         with self._lock:
             self._closed = True
-            for name in ("vision", "context", "model"):
+            for name in ("vision", "pages", "context", "model"):
                 handle = getattr(self, name, None)  # absent when the open failed before it
                 if handle is not None:
                     handle.close()
@@ -185,13 +200,40 @@ class Session:
             pos += c.n_pos
         return np.concatenate(states) if states else np.zeros((0, self.model.n_embd), np.float32)
 
+    def decode_many(self, prompts: list[list[PromptChunk]]) -> list[npt.NDArray[np.float32]]:
+        """Every token's hidden states of each tokenized prompt, each decoded from an empty cache: as
+        sequences of one batch in the pages context where there is one and each prompt folds into one chunk
+        of input embeddings (:meth:`_text_with_images`), else one prompt after the other. The states are
+        those each prompt gives alone."""
+        folded = [self._text_with_images(chunks, 0) for chunks in prompts]
+        pages = self.pages
+        if (
+            pages is None
+            or len(prompts) < 2
+            or len(prompts) > pages.n_seq
+            or any(len(f) != 1 or f[0].image_embd is None for f in folded)
+            or any(f[0].n_tokens > pages.n_ctx for f in folded)
+        ):
+            out = []
+            for chunks in folded:
+                self.context.clear()
+                out.append(self.decode(chunks))
+            return out
+        pages.clear()
+        return pages.decode_sequences(
+            [f[0].image_embd for f in folded],  # type: ignore[misc]
+            [f[0].image_pos for f in folded],  # type: ignore[misc]
+        )
+
     def _text_with_images(self, chunks: list[PromptChunk], pos0: int) -> list[PromptChunk]:
         """A prompt with images as one chunk of input embeddings, its text's rows read from the token table
         (:mod:`._token_table`) at the positions llama.cpp gives text (the same in every M-RoPE section):
         one pass over the weights instead of one more for each stretch of text around an image. The chunks
-        as they are for text alone, for images that attend both ways, or without a table."""
+        as they are for text alone, for images that attend both ways, without a table, or where they are one
+        chunk already."""
         if (
             self._token_table is None
+            or len(chunks) < 2
             or not any(c.image_embd is not None for c in chunks)
             or not all(c.causal for c in chunks)
         ):
