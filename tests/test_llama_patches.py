@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -99,6 +100,17 @@ def test_patches_are_applied_to_the_built_source(cache_dir: Path) -> None:
         "0008-mtmd-batch-qwen-vl-images.patch",
         "0009-cpu-bf16-flash-attention-on-amx-tiles.patch",
     ]
+
+
+def test_patches_add_no_docvec_names_to_llama_cpp() -> None:
+    """Each patch stays upstreamable: the code it adds names neither docvec nor our patch numbers (its
+    header, above the diff, says why it exists and where it is tested)."""
+    for patch in sorted((ROOT / "llama.cpp" / "patches").glob("*.patch")):
+        body = patch.read_text().partition("\n--- a/")[2]
+        added = [line for line in body.splitlines() if line.startswith("+") and not line.startswith("+++")]
+        assert added, patch.name
+        named = [line for line in added if "docvec" in line.lower() or re.search(r"patch 0\d{3}", line)]
+        assert not named, (patch.name, named)
 
 
 @pytest.mark.parametrize("files", ["tiny_files", "qwen3vl_files"])
