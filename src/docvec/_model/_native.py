@@ -147,9 +147,8 @@ class LlamaModel:
             self.handle = None
 
 
-# ggml_type values of the KV cache types docvec offers
-#: llama.cpp's ggml_type of each KV cache type docvec offers
-_KV_TYPES = {"f16": 1, "f32": 0, "bf16": 30}
+#: the KV cache types docvec offers, each by its name in gguf-py's GGMLQuantizationType (ggml's type numbers)
+_KV_TYPES = {"f16": "F16", "f32": "F32", "bf16": "BF16"}
 
 #: which decoded tokens' hidden states a decode returns (copies out of llama.cpp's buffer): every one, the
 #: last one, or none
@@ -182,6 +181,8 @@ class LlamaContext:
         kv_cache: str = "f16",
         n_seq: int = 1,
     ) -> None:
+        from gguf.constants import GGMLQuantizationType
+
         ll = model._ll
         self._ll = ll
         self.model = model
@@ -199,7 +200,7 @@ class LlamaContext:
             ll.LLAMA_FLASH_ATTN_TYPE_AUTO if flash_attention else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
         try:
-            params.type_k = params.type_v = _KV_TYPES[kv_cache]
+            params.type_k = params.type_v = int(GGMLQuantizationType[_KV_TYPES[kv_cache]])
         except KeyError:
             raise BackendError(f"kv_cache must be one of {', '.join(_KV_TYPES)}, not {kv_cache!r}") from None
         handle = ll.llama_init_from_model(model.handle, params)
