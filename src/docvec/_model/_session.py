@@ -104,26 +104,19 @@ class Session:
             #: the language model's attention settings in use (:func:`attention`)
             self.flash_attention, self.kv_cache = attention(s, defaults, header)
             self._token_table = TokenTable.open(header, self.model.n_embd_inp)
-            self.context = LlamaContext(
+            context = functools.partial(
+                LlamaContext,
                 self.model,
-                n_ctx=min(n_ctx, self.model.n_ctx_train),
                 n_batch=s.decode_batch,
                 threads=threads,
                 flash_attention=self.flash_attention,
                 kv_cache=self.kv_cache,
             )
+            self.context = context(n_ctx=min(n_ctx, self.model.n_ctx_train))
             #: the context that decodes a group of pages, one sequence each; None: one page at a time
             self.pages: LlamaContext | None = None
             if page_tokens and s.vision_batch > 1:
-                self.pages = LlamaContext(
-                    self.model,
-                    n_ctx=min(page_tokens, self.model.n_ctx_train),
-                    n_batch=s.decode_batch,
-                    threads=threads,
-                    flash_attention=self.flash_attention,
-                    kv_cache=self.kv_cache,
-                    n_seq=s.vision_batch,
-                )
+                self.pages = context(n_ctx=min(page_tokens, self.model.n_ctx_train), n_seq=s.vision_batch)
             self.vision = MtmdContext(
                 files.mmproj,
                 self.model,
