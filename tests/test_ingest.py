@@ -30,6 +30,8 @@ from docvec import (
     discover,
 )
 from docvec._cli import app
+from docvec._errors import RenderError
+from docvec._pipeline._feed import END, Failed, Feed
 from docvec._pipeline._ingest import IngestProgress, Interrupted
 from docvec._records import DocumentSummary
 from docvec._render._renderer import DocumentInfo, Renderer
@@ -120,15 +122,24 @@ def test_documents_each_do_what_the_manifest_says(docs: Path, index: Index) -> N
 def test_pages_embedded_in_groups_are_the_pages_embedded_one_at_a_time(
     docs: Path, index: Index, tmp_path: Path, tiny_dir: Path, tiny_files: ModelFiles
 ) -> None:
-    """With ``embed.vision_batch`` a document's pages go to the vision encoder in groups (its failed pages
-    among them keep their place): the same points, vectors and failures as one page at a time."""
+    """With ``embed.vision_batch`` pages go to the model in groups across documents (a group of three
+    takes the last page of one document and the first of the next; failed pages keep their place): the
+    same points, vectors and failures as one page at a time."""
     report = index.add([docs])
     want = {p.id: p.vector for p in index._store.scroll(index.collection, with_vectors=True)}
     with (
         Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2, vision_batch=3)) as embedder,
         Index.open(index_settings(tmp_path / "grouped", tiny_dir), embedder=embedder) as grouped,
     ):
-        grouped_report = grouped.add([docs])
+        groups: list[int] = []
+        embed_images = embedder.embed_images
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(
+                embedder, "embed_images", lambda images: groups.append(len(images)) or embed_images(images)
+            )
+            grouped_report = grouped.add([docs])
+        # every group full but the last, although most documents have fewer pages than a group
+        assert groups[:-1] == [3] * (len(groups) - 1) and sum(groups) == report.pages_indexed, groups
         got = {p.id: p.vector for p in grouped._store.scroll(grouped.collection, with_vectors=True)}
     assert got.keys() == want.keys() and len(got) == report.pages_indexed
     for pid, vector in got.items():
@@ -136,6 +147,135 @@ def test_pages_embedded_in_groups_are_the_pages_embedded_one_at_a_time(
         assert float(cos) >= 0.999999, (pid, float(np.abs(vector - want[pid]).max()))
     failures = sorted((f.path, f.page, f.reason) for f in report.failures)
     assert sorted((f.path, f.page, f.reason) for f in grouped_report.failures) == failures
+
+
+def test_the_next_pages_render_while_a_group_is_embedded(
+    tmp_path: Path, tiny_dir: Path, tiny_files: ModelFiles
+) -> None:
+    """Rendering runs ahead of the model (up to two groups), across documents: pages of the next group
+    reach the ingest stage while the model embeds the group before them."""
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    for i in range(5):
+        make_text_pdf(folder / f"scan-{i}.pdf", 2, lines=2 + i)  # five contents
+    events: list[tuple[str, float]] = []
+    original = Renderer.pages
+
+    def rendering(self: Renderer, document: DocumentInfo, **kw: int) -> Iterator[object]:
+        for page in original(self, document, **kw):
+            events.append(("page", time.monotonic()))
+            yield page
+
+    with (
+        Embedder(tiny_files, EmbedSettings(max_pixels=MINIMAL, threads=2, vision_batch=2)) as embedder,
+        Index.open(index_settings(tmp_path / "data", tiny_dir, max_pixels=MINIMAL), embedder=embedder) as ix,
+        pytest.MonkeyPatch.context() as mp,
+    ):
+        embed_images = embedder.embed_images
+
+        def slow(images: list[object]) -> object:  # a model slower than rendering, as on a CPU
+            events.append(("embed", time.monotonic()))
+            time.sleep(0.5)
+            out = embed_images(images)
+            events.append(("embedded", time.monotonic()))
+            return out
+
+        mp.setattr(embedder, "embed_images", slow)
+        mp.setattr(Renderer, "pages", rendering)
+        report = ix.add([folder])
+    assert report.pages_indexed == 10 and report.documents_indexed == 5
+    kinds = [kind for kind, _ in events]
+    assert kinds.count("embed") == 5 and kinds.count("page") == 10
+    # the pages rendered while the model was busy: the whole next group during the first group's turn,
+    # most of the eight after the first group in all (a page may come between two groups' turns)
+    during = [kinds[start : kinds.index("embedded", start)].count("page") for start in _starts(kinds)]
+    assert during[0] >= 2 and sum(during) >= 6, kinds
+
+
+def _starts(kinds: list[str]) -> list[int]:
+    return [i for i, kind in enumerate(kinds) if kind == "embed"]
+
+
+def test_two_copies_of_a_document_in_one_run_are_embedded_once(
+    tmp_path: Path, documents: Path, tiny_dir: Path, tiny_files: ModelFiles
+) -> None:
+    """A document whose content another one of the run has (still being written when it comes up) waits
+    for it, and is then skipped as the same content: pages are embedded once, even when planned ahead."""
+    folder = tmp_path / "copies"
+    folder.mkdir()
+    for name in ("a.pdf", "b.pdf"):
+        shutil.copy(documents / "pysamples__pdflatex-4-pages.pdf", folder / name)
+    with (
+        Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2, vision_batch=3)) as embedder,
+        Index.open(index_settings(tmp_path / "data", tiny_dir), embedder=embedder) as ix,
+    ):
+        report = ix.add([folder])
+        assert (report.documents_indexed, report.documents_skipped) == (1, 1)
+        assert (report.pages_indexed, report.pages_skipped) == (4, 4)
+        assert ix.count() == 4
+
+
+def test_a_stop_after_a_document_keeps_the_pages_of_the_next_ones_embedded_with_it(
+    tmp_path: Path, documents: Path, tiny_dir: Path, tiny_files: ModelFiles
+) -> None:
+    """A run stopped (:class:`Interrupted`) as one document ends writes the pages of the next document
+    that its group embedded with it, and a rerun goes on after them."""
+    folder = tmp_path / "two"
+    folder.mkdir()
+    shutil.copy(documents / "pysamples__minimal-document.pdf", folder / "a.pdf")  # one page
+    make_text_pdf(folder / "b.pdf", 6, lines=2)
+
+    def stop(p: IngestProgress) -> None:
+        if p.documents_done == 1:
+            raise Interrupted(cancelled=True)
+
+    settings = index_settings(tmp_path / "data", tiny_dir)
+    with (
+        Embedder(tiny_files, EmbedSettings(max_pixels=SMALL, threads=2, vision_batch=3)) as embedder,
+        Index.open(settings, embedder=embedder) as ix,
+    ):
+        with pytest.raises(Interrupted):
+            ix.add([folder], progress=stop)
+        states = {d.name: (d.state, d.pages_written) for d in ix.documents().documents}
+        # the first group: a's page and b's first two
+        assert states == {"a.pdf": ("complete", 1), "b.pdf": ("writing", 2)}, states
+        again = ix.add([folder])
+        assert (again.documents_indexed, again.pages_indexed, again.pages_resumed) == (1, 4, 2)
+        assert ix.count() == 7
+
+
+def test_a_feed_hands_over_streams_in_order_with_their_ends_and_stops_when_closed() -> None:
+    """The ingest stage's feed: each stream's items in order, then its end (or what it raised); a feed
+    closed while its thread waits for room closes the stream it was in."""
+    closed: list[str] = []
+
+    def stream(name: str, n: int, fail: bool = False) -> Iterator[str]:
+        try:
+            for i in range(n):
+                yield f"{name}{i}"
+            if fail:
+                raise RenderError(Path(name), "broken")
+        finally:
+            closed.append(name)
+
+    with Feed[str, str](ahead=2) as feed:
+        feed.put("a", lambda: stream("a", 2))
+        feed.put("b", lambda: stream("b", 1, fail=True))
+        feed.put("c", lambda: stream("c", 0))
+        got = [feed.get() for _ in range(6)]
+        assert feed.open == 0
+    assert got[:3] == [("a", "a0"), ("a", "a1"), ("a", END)]
+    assert got[3] == ("b", "b0") and got[4][0] == "b" and isinstance(got[4][1], Failed)
+    assert isinstance(got[4][1].error, RenderError) and got[5] == ("c", END)
+    with pytest.raises(RuntimeError, match="no stream is open"):
+        feed.get()
+
+    feed = Feed[str, str](ahead=1)
+    with feed:
+        feed.put("long", lambda: stream("long", 1000))
+        assert feed.get() == ("long", "long0")
+        time.sleep(0.2)  # its thread fills the queue, and waits
+    assert closed[-1] == "long" and not feed._thread.is_alive()
 
 
 def test_a_run_ends_by_optimizing_then_flushing(

@@ -470,6 +470,43 @@ def test_a_reindex_whose_pages_fail_does_not_switch_nor_drop_and_a_rerun_finishe
         assert len(index.search("a page", 10)) == 5
 
 
+def test_a_reindex_embeds_pages_in_groups_across_documents(
+    tmp_path: Path, documents: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``embed.vision_batch`` a reindex groups pages as an ingest does, across documents: an image, a
+    one-page PDF and a four-page one make two groups of three, with the vectors of one page at a time."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        model=str(tiny_dir),
+        embed=EmbedSettings(max_pixels=TINY, threads=1, vision_batch=3),
+    )
+    names = ("pysamples__smile.png", "pysamples__minimal-document.pdf", "pysamples__pdflatex-4-pages.pdf")
+    with Index.open(settings) as index:
+        assert index.add([documents / name for name in names]).pages_indexed == 6
+        groups: list[int] = []
+        embed = Embedder.embed_images
+
+        def sizes(self: Embedder, images: Any, **kwargs: Any) -> Any:
+            if self.dim == 32:
+                groups.append(len(images))
+            return embed(self, images, **kwargs)
+
+        monkeypatch.setattr(Embedder, "embed_images", sizes)
+        done = index.reindex(ReindexSpec(dim=32))
+        assert (done.switched, done.pages_embedded, done.pages_rendered) == (True, 6, 0)
+        assert groups == [3, 3]
+        grouped = {(h.doc_id, h.page): h.score for h in index.search("a page", 10, mode="dense")}
+    one = settings.model_copy(
+        update={"data_dir": tmp_path / "one", "embed": EmbedSettings(max_pixels=TINY, threads=1)}
+    )
+    with Index.open(one) as index:
+        index.add([documents / name for name in names])
+        index.reindex(ReindexSpec(dim=32))
+        alone = {(h.doc_id, h.page): h.score for h in index.search("a page", 10, mode="dense")}
+    assert grouped.keys() == alone.keys() and len(alone) == 6
+    assert max(abs(grouped[k] - alone[k]) for k in alone) < 1e-5
+
+
 def test_a_loss_accepted_switches_and_a_document_added_meanwhile_counts(
     tmp_path: Path, documents: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,15 +14,20 @@ The rules that make runs repeatable:
   embedded first, and loses none;
 - the points of the file's previous version are removed only after its new version is complete, so a
   search never finds the document missing; and any run that finds a complete document removes what is
-  left of the file's other versions (a run killed between the two steps left them).
+  left of the file's other versions (a run killed between the two steps left them);
+- pages go to the model in groups (``embed.vision_batch``) that may span documents, and are rendered
+  ahead in a thread meanwhile; each document still keeps every rule above on its own, a stop writes what
+  every document begun has embedded, and a document whose content one still being written has waits for
+  it, and is then skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,14 +47,25 @@ from .._model._embedder import Embedder
 from .._model._pooling import pool_tokens
 from .._model._registry import pull_with_head
 from .._records import IngestFailure, IngestReport, PagePayload, TextIndex
-from .._render._renderer import DocumentInfo, PageFailure, RenderedPage
-from .._store import VERSION_RE, Filter, Point, point_id
+from .._render._renderer import PageFailure, RenderedPage
+from .._store import VERSION_RE, Filter, Point, StoredPage, point_id
 from .._text._terms import SparseVector, document_vector
+from ._feed import Ended, Failed, Feed
 from ._parts import Parts
 from ._provenance import check_same_vectors, embedding_info, recorded_info
 from ._sources import SourceDocument, discover, identify
 
-__all__ = ["IngestProgress", "Ingestor", "Interrupted", "PageFn", "ProgressFn", "kept_text", "require_head"]
+__all__ = [
+    "IngestProgress",
+    "Ingestor",
+    "Interrupted",
+    "Job",
+    "PageFn",
+    "PagesFn",
+    "ProgressFn",
+    "kept_text",
+    "require_head",
+]
 
 log = logging.getLogger("docvec")
 
@@ -74,6 +90,25 @@ class IngestProgress:
 ProgressFn = Callable[[IngestProgress], None]
 
 
+PagesFn = Callable[
+    [int], Generator[RenderedPage | PageFailure, None, None]
+]  # a document's pages from a page number on
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A document for :meth:`Ingestor.ingest_all`: a file (identified then) or a document identified
+    already, the tags to give it, a per-page progress callback, and, for a document whose page images
+    exist (a reindex), where its pages come from instead of the renderer (``pages(first)``: its pages from
+    page ``first`` on, with ``document.page_count`` set) and its first indexing time (default: now)."""
+
+    source: Path | SourceDocument
+    tags: Sequence[str] = ()
+    progress: PageFn | None = None
+    pages: PagesFn | None = None
+    ingested_at: datetime | None = None
+
+
 class Interrupted(Exception):
     """Raised by a progress callback to stop a run between two pages, on purpose: a client cancelled its
     job (``cancelled``), or the server is stopping. Not an error of the documents: the ingest writes the
@@ -83,12 +118,6 @@ class Interrupted(Exception):
     def __init__(self, *, cancelled: bool) -> None:
         self.cancelled = cancelled
         super().__init__("cancelled" if cancelled else "stopped: the server is stopping")
-
-
-def _tell(
-    progress: ProgressFn, total: int, done: int, path: str, report: IngestReport, page: int, count: int
-) -> None:
-    progress(IngestProgress(total, done, path, page, count, report))
 
 
 def _failed(path: object, reason: str) -> IngestReport:
@@ -114,9 +143,9 @@ def require_head(embedder: Embedder, collection: str) -> None:
 
 
 class Ingestor:
-    """Ingests documents into one version of a collection (see :mod:`docvec._store`), which must exist;
-    one document at a time (a renderer renders one document at a time), so callers that share one
-    serialise their calls.
+    """Ingests documents into one version of a collection (see :mod:`docvec._store`), which must exist.
+    One run at a time: its renderer renders one document at a time and its model embeds one group at a
+    time, so callers that share one serialise their calls.
 
     A version whose vectors another model or other settings made is refused at once
     (:class:`~docvec.CollectionMismatchError`): adding to it would mix two kinds of vectors.
@@ -180,15 +209,23 @@ class Ingestor:
             ignored=[str(p) for p in found.ignored],
             empty=found.empty,
         )
+        done = 0
+
+        def on_page(path: Path, page: int, count: int) -> None:
+            # where the document stands, with what the documents finished so far came to
+            assert progress is not None
+            progress(IngestProgress(len(files), done, str(path), page, count, report))
+
+        jobs = (
+            Job(path, tags=tags, progress=functools.partial(on_page, path) if progress else None)
+            for path in files
+        )
         try:
-            for done, path in enumerate(files):
-                on_page = None
+            for _, result in self.ingest_all(jobs):
+                report += result
+                done += 1
                 if progress is not None:
-                    # page by page: the finished documents' report, and where this one stands
-                    on_page = functools.partial(_tell, progress, len(files), done, str(path), report)
-                report += self.ingest_file(path, tags=tags, progress=on_page)
-                if progress is not None:
-                    progress(IngestProgress(len(files), done + 1, None, 0, 0, report))
+                    progress(IngestProgress(len(files), done, None, 0, 0, report))
             if prune:
                 report.documents_removed += self.prune()
             self.commit()
@@ -208,66 +245,100 @@ class Ingestor:
             log.warning("%s (the collection is not optimized: searches scan it unquantized meanwhile)", e)
         self.store.flush()
 
-    def ingest_file(
-        self, path: Path, *, tags: Sequence[str] = (), progress: PageFn | None = None
-    ) -> IngestReport:
-        """Index one file (see :meth:`run`); what happened to it, as a report of its own."""
-        try:
-            document = identify(path)
-        except RenderError as e:
-            return _failed(path, e.reason)
-        return self.ingest(document, tags=tags, progress=progress)
-
     def ingest(
         self,
         document: SourceDocument,
         *,
         tags: Sequence[str] = (),
         progress: PageFn | None = None,
-        pages: Callable[[int], Iterable[RenderedPage | PageFailure]] | None = None,
+        pages: PagesFn | None = None,
         ingested_at: datetime | None = None,
     ) -> IngestReport:
-        """Index an identified document, or skip it when the store holds all of it already.
-
-        ``pages(first)``, when given, yields the document's pages from page ``first`` on instead of the
-        renderer (a reindex reads them from the page store, with the text it found for them:
-        ``document.page_count`` must be set then); ``ingested_at`` keeps a document's first indexing time
-        (default: now).
-        """
-        source = str(document.path)
-        try:
-            state = self._state(document.doc_id)
-            before = state.tags if state.source is not None else self._tags_at(source)
-            if not tags and before is not None:
-                # a run that names no tags keeps the document's (or its file's previous version's)
-                tags = before
-            if state.complete:
-                return self._skip(document, state, list(tags))
-            if pages is None:
-                info = self.renderer.open(document.path, document.kind)
-                document = dataclasses.replace(document, page_count=info.page_count)
-                opened = DocumentInfo(document.path, document.kind, document.page_count)
-                pages = functools.partial(self._rendered, opened)
-            if state.resume_after:
-                log.info("%s: resuming after page %d", source, state.resume_after)
-            report, written = self._index(
-                document, list(tags), progress, state, pages, ingested_at or datetime.now(UTC)
-            )
-        except (RenderError, InputError) as e:
-            return _failed(source, e.reason)
-        except (StoreUnavailableError, DiskFullError):
-            raise  # the next document would fail the same way: the run stops, with what it wrote kept
-        except (StoreError, PageStoreError) as e:
-            return _failed(source, f"store: {e}")
-        if before is not None and sorted(tags) != sorted(before):
-            report.documents_retagged += 1
-        if written:
-            log.info("indexed %s (%d pages)", source, written)
-            report.documents_indexed += 1
-            report.pages_indexed += written
-            report.pages_resumed += state.written  # what the interrupted run before this one wrote
-            report.documents_removed += self._remove_old_versions(source, document.doc_id)
+        """Index an identified document, or skip it when the store holds all of it already (one
+        :class:`Job`'s :meth:`ingest_all`)."""
+        job = Job(document, tags=tags, progress=progress, pages=pages, ingested_at=ingested_at)
+        (report,) = [report for _, report in self.ingest_all([job])]
         return report
+
+    def ingest_all(self, jobs: Iterable[Job]) -> Iterator[tuple[Job, IngestReport]]:
+        """Index the documents of ``jobs``, each as :class:`Job` says, and give each job's report as its
+        document ends (indexed, skipped or failed), in the jobs' order.
+
+        Pages go to the model in groups of the embedder's ``vision_batch`` (one vision-encoder pass, and
+        the pages' sequences decoded together), across documents: a folder of one-page scans groups as a
+        long document does. Meanwhile a thread renders the next pages (:class:`~._feed.Feed`), up to two
+        groups ahead, so that neither the renderer nor the model waits on the other. Each document keeps
+        its own rules (module docstring): its batches, its completion mark, its failures; a document of
+        the same content as one still being written waits for it, and is skipped then. The renderer is
+        the feed's while this runs."""
+        size = self.embedder.settings.vision_batch
+        todo = iter(jobs)
+        waiting: list[_Writing | _Ended] = []  # in the jobs' order, until their reports are given
+        group: list[tuple[_Writing, _Item]] = []
+        held: _Writing | _Ended | None = None  # the next job, until what it waits for has ended
+        more = True
+        feed: Feed[_Writing, _Item] = Feed(ahead=2 * size)
+        with feed:
+            try:
+                while True:
+                    # plan ahead, so that the feed's thread renders while the model embeds
+                    while (more or held is not None) and feed.open < 2 * size:
+                        if held is None:
+                            job = next(todo, None)
+                            if job is None:
+                                more = False
+                                break
+                            held = self._identified(job)
+                        if isinstance(held, _Writing):
+                            doc_id = held.document.doc_id
+                            if any(
+                                isinstance(w, _Writing) and w.report is None and w.document.doc_id == doc_id
+                                for w in waiting
+                            ):
+                                break
+                            self._plan(held)
+                            if held.report is None:
+                                feed.put(held, functools.partial(self._stream, held))
+                        waiting.append(held)
+                        held = None
+                    while waiting and waiting[0].report is not None:
+                        done = waiting.pop(0)
+                        assert done.report is not None
+                        yield done.job, done.report
+                    if not feed.open:
+                        if group:
+                            self._flush(group)
+                            continue
+                        if not more and held is None:
+                            assert not waiting, "every document begun has ended"
+                            return
+                        continue
+                    writing, item = feed.get()
+                    if writing.report is not None:
+                        continue  # it failed meanwhile (a store error): the rest of its stream is dropped
+                    if isinstance(item, Failed):
+                        group[:] = [(w, i) for w, i in group if w is not writing]
+                        with self._failing(writing):
+                            raise item.error  # the document's failure, or the run's
+                    elif isinstance(item, Ended):
+                        writing.ended = True
+                        if not writing.queued:
+                            self._finish(writing)
+                    else:
+                        if item.count != writing.document.page_count:  # as the renderer found it
+                            writing.document = dataclasses.replace(writing.document, page_count=item.count)
+                        group.append((writing, item))
+                        writing.queued += 1
+                        if sum(i.stored is not None for _, i in group) >= size:
+                            self._flush(group)
+            except (Interrupted, KeyboardInterrupt, GeneratorExit):
+                # stopped on purpose (or by Ctrl-C, or by the caller): what is embedded is kept, so that a
+                # resume starts after it
+                for w in waiting:
+                    if isinstance(w, _Writing) and w.report is None and w.batch:
+                        self.store.upsert(self.collection, w.batch)
+                        w.batch = []
+                raise
 
     def prune(self) -> int:
         """Remove the documents whose source file no longer exists; returns how many."""
@@ -281,6 +352,150 @@ class Ingestor:
         return sum(len(d) for d in gone.values())
 
     # -- one document -------------------------------------------------------------------------------
+
+    def _identified(self, job: Job) -> _Writing | _Ended:
+        """A job's document, read from its file when the job names a file (ended when it cannot be)."""
+        if isinstance(job.source, SourceDocument):
+            return _Writing(job, job.source)
+        try:
+            return _Writing(job, identify(job.source))
+        except RenderError as e:
+            return _Ended(job, _failed(job.source, e.reason))
+
+    def _plan(self, writing: _Writing) -> None:
+        """Where the store stands with the document: skipped (its report set) when it holds all of it,
+        else what is left to write (its pages come from :meth:`_stream`)."""
+        document, job = writing.document, writing.job
+        with self._failing(writing):
+            state = writing.state = self._state(document.doc_id)
+            writing.written = state.written
+            source = str(document.path)
+            before = writing.before = state.tags if state.source is not None else self._tags_at(source)
+            tags = list(job.tags)
+            if not tags and before is not None:
+                # a run that names no tags keeps the document's (or its file's previous version's)
+                tags = before
+            writing.tags = tags
+            if state.complete:
+                writing.report = self._skip(document, state, tags)
+                return
+            if state.resume_after:
+                log.info("%s: resuming after page %d", source, state.resume_after)
+            writing.now = job.ingested_at or datetime.now(UTC)
+
+    def _stream(self, writing: _Writing) -> Iterator[_Item]:
+        """The document's pages after those written (the job's, or rendered), each image in the page store
+        already: in the feed's thread, so that encoding and writing the files overlap the model's work."""
+        first = writing.state.resume_after + 1
+        document = writing.document
+        if writing.job.pages is not None:
+            count, pages = document.page_count, writing.job.pages(first)
+        else:
+            info = self.renderer.open(document.path, document.kind)
+            count, pages = info.page_count, self.renderer.pages(info, first=first)
+        with contextlib.closing(pages) as each:  # closed with the stream: the renderer settles here
+            for page in each:
+                yield _Item(
+                    count, page, self.pages.put(page.image) if isinstance(page, RenderedPage) else None
+                )
+
+    def _flush(self, group: list[tuple[_Writing, _Item]]) -> None:
+        """Embed a group's pages, hand each page (or its failure) to its document in page order, and end
+        the documents whose last page it held."""
+        taken, group[:] = list(group), []
+        rendered = [item.page for _, item in taken if isinstance(item.page, RenderedPage)]
+        embedded = iter(self._embed_group(rendered))
+        for writing, item in taken:
+            result = next(embedded) if isinstance(item.page, RenderedPage) else None
+            writing.queued -= 1
+            if writing.report is None:
+                with self._failing(writing):
+                    self._take(writing, item, result)
+        # after the whole group is handed over: a progress callback that stops the run (Interrupted)
+        # loses none of the pages embedded
+        for writing, item in taken:
+            if writing.report is None and writing.job.progress:
+                writing.job.progress(item.page.number, writing.document.page_count)
+        for writing in dict.fromkeys(w for w, _ in taken):
+            if writing.report is None and writing.ended and not writing.queued:
+                self._finish(writing)
+
+    def _take(
+        self,
+        writing: _Writing,
+        item: _Item,
+        result: tuple[np.ndarray, np.ndarray | None] | InputError | None,
+    ) -> None:
+        """One page of a document, in page order: its point in the next batch (written once full), or
+        its failure."""
+        path, page = writing.document.path, item.page
+        if isinstance(page, PageFailure):
+            writing.failed.append(IngestFailure(path=str(path), page=page.number, reason=page.reason))
+        elif isinstance(result, InputError):
+            log.warning("%s: page %d: %s", path, page.number, result.reason)
+            writing.failed.append(IngestFailure(path=str(path), page=page.number, reason=result.reason))
+        elif result is not None and item.stored is not None:
+            vec, tokens = result
+            point = self._point(writing.document, page, item.stored, vec, writing.tags, writing.now, tokens)
+            writing.batch.append(point)
+            writing.unread += self.text is not None and page.text_from == "unread"
+        if len(writing.batch) >= BATCH:
+            self.store.upsert(self.collection, writing.batch)
+            writing.written += len(writing.batch)
+            writing.batch = []
+
+    def _finish(self, writing: _Writing) -> None:
+        """A document whose pages are all handled: its last batch written, then every page marked complete
+        in one update, then its file's other versions removed (its report set)."""
+        with self._failing(writing):
+            writing.report = self._finished(writing)
+
+    def _finished(self, writing: _Writing) -> IngestReport:
+        document, state, failed = writing.document, writing.state, writing.failed
+        path = document.path
+        if writing.batch:
+            self.store.upsert(self.collection, writing.batch)
+            writing.written += len(writing.batch)
+            writing.batch = []
+        written = writing.written
+        if not written:
+            if document.page_count == 1 and len(failed) == 1:  # its only page: one failure, the page's
+                return IngestReport(documents_failed=1, pages_failed=1, failures=failed)
+            return IngestReport(pages_failed=len(failed), failures=failed) + _failed(
+                path, "no page could be rendered"
+            )
+        # one update makes the whole document searchable at once, under its final name, tags and count
+        finish = {
+            "state": "complete",
+            "pages_indexed": written,
+            "source": str(path),
+            "name": document.name,
+            "tags": writing.tags,
+            "ingested_at": to_jsonable_python(writing.now),
+        }
+        self.store.set_payload(self.collection, Filter(doc_ids=(document.doc_id,)), finish)
+        report = IngestReport(pages_failed=len(failed), failures=failed, pages_unread=writing.unread)
+        if writing.before is not None and sorted(writing.tags) != sorted(writing.before):
+            report.documents_retagged += 1
+        log.info("indexed %s (%d pages)", path, written - state.written)
+        report.documents_indexed += 1
+        report.pages_indexed += written - state.written
+        report.pages_resumed += state.written  # what the interrupted run before this one wrote
+        report.documents_removed += self._remove_old_versions(str(path), document.doc_id)
+        return report
+
+    @contextlib.contextmanager
+    def _failing(self, writing: _Writing) -> Iterator[None]:
+        """A document's own problems fail it (its report says why) and the run goes on; a store that
+        cannot be written at all stops the run, with what it wrote kept."""
+        try:
+            yield
+        except (RenderError, InputError) as e:
+            writing.fail(e.reason)
+        except (StoreUnavailableError, DiskFullError):
+            raise  # the next document would fail the same way
+        except (StoreError, PageStoreError) as e:
+            writing.fail(f"store: {e}")
 
     def _skip(self, document: SourceDocument, state: _DocState, tags: list[str]) -> IngestReport:
         """An unchanged document: nothing is rendered or embedded; a move or new tags update its pages'
@@ -313,103 +528,16 @@ class Ingestor:
             documents_removed=removed,
         )
 
-    def _rendered(self, info: DocumentInfo, first: int) -> Iterable[RenderedPage | PageFailure]:
-        return self.renderer.pages(info, first=first)
-
-    def _index(
-        self,
-        document: SourceDocument,
-        tags: list[str],
-        progress: PageFn | None,
-        state: _DocState,
-        pages: Callable[[int], Iterable[RenderedPage | PageFailure]],
-        now: datetime,
-    ) -> tuple[IngestReport, int]:
-        """Embed and write the pages after ``state.resume_after``, batch by batch, then mark the document
-        complete; the report holds the pages that failed (or the document, when none could be rendered),
-        the number the pages of the document written in all."""
-        path = document.path
-        batch: list[Point] = []
-        failed: list[IngestFailure] = []
-        written = state.written
-        unread = 0
-        # pages are embedded in groups of the embedder's vision_batch (one vision-encoder pass each), the
-        # items of a group handled in page order once it is embedded; the renderer's workers render the
-        # next pages meanwhile
-        group_size = self.embedder.settings.vision_batch
-        pending: list[RenderedPage | PageFailure] = []
-
-        def flush() -> None:
-            nonlocal batch, written, unread
-            rendered = [item for item in pending if isinstance(item, RenderedPage)]
-            embedded = iter(self._embed_group(path, rendered))
-            for item in pending:
-                if isinstance(item, PageFailure):
-                    failed.append(IngestFailure(path=str(path), page=item.number, reason=item.reason))
-                else:
-                    result = next(embedded)
-                    if isinstance(result, InputError):
-                        log.warning("%s: page %d: %s", path, item.number, result.reason)
-                        failed.append(IngestFailure(path=str(path), page=item.number, reason=result.reason))
-                    else:
-                        vec, tokens = result
-                        batch.append(self._point(document, item, vec, tags, now, tokens))
-                        unread += self.text is not None and item.text_from == "unread"
-                if len(batch) >= BATCH:
-                    self.store.upsert(self.collection, batch)
-                    written += len(batch)
-                    batch = []
-            done, pending[:] = list(pending), []
-            # after the whole group is in `batch`: a progress callback that stops the run (Interrupted)
-            # loses none of the pages embedded
-            if progress:
-                for item in done:
-                    progress(item.number, document.page_count)
-
-        try:
-            for item in pages(state.resume_after + 1):
-                pending.append(item)
-                if sum(isinstance(i, RenderedPage) for i in pending) >= group_size:
-                    flush()
-            flush()
-        except (Interrupted, KeyboardInterrupt):
-            # stopped between pages (on purpose) or in the middle of one (Ctrl-C): what is embedded is kept,
-            # so that a resume starts after it
-            if batch:
-                self.store.upsert(self.collection, batch)
-            raise
-        if batch:
-            self.store.upsert(self.collection, batch)
-            written += len(batch)
-        if not written:
-            if document.page_count == 1 and len(failed) == 1:  # its only page: one failure, the page's
-                return IngestReport(documents_failed=1, pages_failed=1, failures=failed), 0
-            return IngestReport(pages_failed=len(failed), failures=failed) + _failed(
-                path, "no page could be rendered"
-            ), 0
-        # one update makes the whole document searchable at once, under its final name, tags and count
-        finish = {
-            "state": "complete",
-            "pages_indexed": written,
-            "source": str(path),
-            "name": document.name,
-            "tags": tags,
-            "ingested_at": to_jsonable_python(now),
-        }
-        self.store.set_payload(self.collection, Filter(doc_ids=(document.doc_id,)), finish)
-        report = IngestReport(pages_failed=len(failed), failures=failed, pages_unread=unread)
-        return report, written - state.written
-
     def _embed_group(
-        self, path: Path, pages: list[RenderedPage]
+        self, pages: list[RenderedPage]
     ) -> Sequence[tuple[np.ndarray, np.ndarray | None] | InputError]:
-        """Each page's vectors (:meth:`_embed`), the pages through the vision encoder together; where one
-        of them is refused (:class:`InputError`), each page on its own, so that only that one fails."""
+        """Each page's vectors (:meth:`_embed`), the pages through the model together; where one of them is
+        refused (:class:`InputError`), each page on its own, so that only that one fails."""
         if len(pages) > 1:
             try:
                 return self._embed(pages)
             except InputError as e:
-                log.debug("%s: a page of the group was refused (%s): embedding one at a time", path, e.reason)
+                log.debug("a page of a group was refused (%s): embedding one at a time", e.reason)
         out: list[tuple[np.ndarray, np.ndarray | None] | InputError] = []
         for page in pages:
             try:
@@ -433,13 +561,13 @@ class Ingestor:
         self,
         document: SourceDocument,
         page: RenderedPage,
+        stored: StoredPage,
         vec: np.ndarray,
         tags: list[str],
         now: datetime,
         tokens: np.ndarray | None = None,
     ) -> Point:
-        """A page's point, its image in the page store, marked as being written."""
-        stored = self.pages.put(page.image)
+        """A page's point (its image ``stored`` in the page store), marked as being written."""
         text, terms = kept_text(self.text, page.text)
         unread = self.text is not None and page.text_from == "unread"
         payload = PagePayload(
@@ -519,3 +647,45 @@ class _DocState:
     tags: list[str]
     resume_after: int = 0  # the last page of a part-written document (its pages are written in order)
     written: int = 0  # its pages written so far
+
+
+@dataclasses.dataclass(frozen=True)
+class _Item:
+    """A page as the feed hands it over: rendered with its image stored, or its failure; with its
+    document's page count (as the renderer found it)."""
+
+    count: int
+    page: RenderedPage | PageFailure
+    stored: StoredPage | None = None  # where its image is: for a rendered page
+
+
+@dataclasses.dataclass(eq=False)
+class _Writing:
+    """One document of :meth:`Ingestor.ingest_all`, from its job to its report: where the store stood
+    with it, its pages' points in the batch to write next, its failures, its pages in the group."""
+
+    job: Job
+    document: SourceDocument
+    state: _DocState = dataclasses.field(default_factory=lambda: _DocState(False, None, []))
+    before: list[str] | None = None  # the tags it (or its file's previous version) had, if indexed
+    tags: list[str] = dataclasses.field(default_factory=list)
+    now: datetime = dataclasses.field(default_factory=lambda: datetime.now(UTC))
+    batch: list[Point] = dataclasses.field(default_factory=list)
+    failed: list[IngestFailure] = dataclasses.field(default_factory=list)
+    written: int = 0  # its pages in the store
+    unread: int = 0  # of those, pages OCR is still to read
+    queued: int = 0  # its items in the group, not handed over yet
+    ended: bool = False  # its stream has ended: every item of it came
+    report: IngestReport | None = None  # once it has ended: what it came to
+
+    def fail(self, reason: str) -> None:
+        """End it as failed (what it wrote stays, part-written, for a later run to resume)."""
+        self.report = _failed(self.document.path, reason)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ended:
+    """A job that ended before it began: its file could not be identified."""
+
+    job: Job
+    report: IngestReport

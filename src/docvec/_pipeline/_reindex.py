@@ -40,7 +40,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ from .._records import (
 )
 from .._render._renderer import DocumentInfo, ExtractedText, PageFailure, RenderedPage
 from .._store import LAYOUT, Filter, Point, point_id
-from ._ingest import Ingestor, IngestProgress, ProgressFn, kept_text, require_head
+from ._ingest import Ingestor, IngestProgress, Job, ProgressFn, kept_text, require_head
 from ._parts import Parts
 from ._provenance import embedding_info, provably_same, recorded_info, same_model, truncated_info
 from ._sources import SourceDocument, sha256_of
@@ -255,9 +255,14 @@ class Reindexer:
         documents of ``old`` it read."""
         docs = self._documents(old)
         self.report.documents = max(self.report.documents, len(docs))
-        for done, doc in enumerate(docs):
-            self._tell(len(docs), done, doc, 0)
-            self._document(doc, old, new, ingestor, old_info, len(docs), done)
+        # the documents to embed go to the ingest stage as jobs, which it groups across documents
+        jobs = (
+            job
+            for done, doc in enumerate(docs)
+            for job in self._document(doc, old, new, old_info, len(docs), done)
+        )
+        for job, result in ingestor.ingest_all(jobs):
+            self._count(result, rendered=job.pages is None)
         self._tell(len(docs), len(docs), None, 0)
         if not final:
             return docs
@@ -328,11 +333,17 @@ class Reindexer:
         doc: _Doc,
         old: str,
         new: str,
-        ingestor: Ingestor,
         old_info: EmbeddingInfo | None,
         total: int,
         done: int,
-    ) -> None:
+    ) -> Iterator[Job]:
+        """Bring one document over (see the module's docstring): carried over, or the job that embeds it
+        again (its report comes later, from the ingest stage); nothing when an earlier run brought it.
+
+        The renderer is the ingest stage's while it runs (its feed renders ahead), so the text of a job's
+        pages is read in the job's stream; a document carried over reads its file's text only when every
+        document is carried (the same vectors), and the ingest stage renders nothing then."""
+        self._tell(total, done, doc, 0)
         report, first = self.report, doc.first
         if doc.doc_id in self._handled:  # by an earlier pass: the later ones bring over what is new
             return
@@ -382,18 +393,18 @@ class Reindexer:
             return
         images = self._stored_images(stored) if same_budget else None
         if images is not None:
-            texts = self._texts(document, stored)
-            result = ingestor.ingest(
+            # the pages' text is read in the ingest stage's feed, which alone uses the renderer meanwhile
+            yield Job(
                 document,
                 tags=tags,
                 progress=on_page,
-                pages=lambda first_page: self._stored_pages(images, first_page, texts),
+                pages=lambda first_page: self._stored_pages(
+                    images, first_page, self._texts(document, stored)
+                ),
                 ingested_at=ingested_at,
             )
-            self._count(result, rendered=False)
         elif self._unchanged(document):
-            result = ingestor.ingest(document, tags=tags, progress=on_page, ingested_at=ingested_at)
-            self._count(result, rendered=True)
+            yield Job(document, tags=tags, progress=on_page, ingested_at=ingested_at)
         elif old_info is not None and self._can_carry(old_info):
             self._carry(doc, old, new, old_info, same_budget, self._texts(document, stored))
         else:
@@ -424,7 +435,7 @@ class Reindexer:
     @staticmethod
     def _stored_pages(
         images: list[tuple[int, Path]], first: int, texts: dict[int, ExtractedText]
-    ) -> Iterator[RenderedPage]:
+    ) -> Generator[RenderedPage, None, None]:
         for number, path in images:
             if number >= first:
                 found = texts.get(number)
