@@ -1,6 +1,6 @@
 """Ingestion throughput and memory, measured side by side in one run.
 
-    python benchmarks/bench_ingest.py [--model DIR] [--pdf FILE] [--pages N]
+    python benchmarks/bench_ingest.py [--model DIR] [--pdf FILE] [--pages N] [--scans N] [--groups 1,4]
 
 Prints pages/s for rendering alone, embedding alone and the whole ingest (render + embed + page store +
 Qdrant), the ratio of the whole to the slower stage (target >= 0.9: rendering overlaps embedding), and the
@@ -8,6 +8,10 @@ peak RSS of the ingest above the embedder's own (target: within 300 MB for the 1
 Then the text layer's cost per page beside rendering's and embedding's: reading the PDF's text layer along
 with rendering (the ingest's way), the text alone (reindex --text's way), OCR of the same pages (tesseract,
 when installed), and the terms (docvec._text._terms) of the text found.
+Then a folder of one-page documents (the book's first ``--scans`` pages, each saved as a PDF of its own), the
+way scans arrive: ingested at each ``--groups`` value of ``embed.vision_batch``, pages grouped across
+documents and rendered ahead while the model embeds, pages/s side by side, with the ratio to the slower
+stage (the model's, one page at a time, or rendering's).
 Default: the tiny test model and ../shared/corpus's 117-page LaTeX book.
 """
 
@@ -55,6 +59,8 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=30, help="pages for the render-alone and embed-alone runs")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--ocr-pages", type=int, default=5, help="pages read by OCR for its cost (0: none)")
+    ap.add_argument("--scans", type=int, default=24, help="one-page documents for the grouping run (0: none)")
+    ap.add_argument("--groups", default="1,4", help="embed.vision_batch values for the grouping run")
     args = ap.parse_args()
 
     from docvec import Embedder, Index, RenderSettings, Settings
@@ -109,6 +115,8 @@ def main() -> None:
         f"above the embedder {(rss.peak - own) / mb:.0f} MB  (target <= 300 MB)"
     )
     bench_text(args, target_pixels, 1 / render_rate, 1 / embed_rate)
+    if args.scans:
+        bench_scans(args, settings, render_rate, embed_rate)
 
 
 def _seconds_per_page(renderer: Any, path: Path, pages: int, *, texts: bool) -> tuple[float, list[str]]:
@@ -131,7 +139,7 @@ def _seconds_per_page(renderer: Any, path: Path, pages: int, *, texts: bool) -> 
 
 def bench_text(args: argparse.Namespace, target_pixels: int, render_s: float, embed_s: float) -> None:
     from docvec._render._renderer import Renderer
-    from docvec._text import _ocr
+    from docvec._render import _ocr
     from docvec._text._terms import Analyzer, TermWeights, document_vector
 
     common = {"workers": args.workers, "target_pixels": target_pixels}
@@ -165,6 +173,40 @@ def bench_text(args: argparse.Namespace, target_pixels: int, render_s: float, em
         row(f"OCR ({_ocr.ENGINE}, {_ocr.DPI} dpi; {args.ocr_pages} pages)", ocr_s)
     elif args.ocr_pages:
         print(f"OCR: not measured ({missing})")
+
+
+def bench_scans(args: argparse.Namespace, settings: Any, render_rate: float, embed_rate: float) -> None:
+    """A folder of one-page PDFs ingested at each ``--groups`` vision_batch, in one run."""
+    import pypdfium2 as pdfium
+
+    from docvec import Embedder, Index
+
+    slower = min(render_rate, embed_rate)
+    print(f"\n{args.scans} one-page documents (the book's first pages), {args.workers} render worker(s)")
+    print(f"{'vision_batch':>12} {'pages/s':>9} {'x slower stage':>15} {'x batch 1':>10}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "scans"
+        folder.mkdir()
+        book = pdfium.PdfDocument(args.pdf)
+        for i in range(min(args.scans, len(book))):
+            one = pdfium.PdfDocument.new()
+            one.import_pages(book, [i])
+            one.save(folder / f"scan-{i:04d}.pdf")
+            one.close()
+        book.close()
+        first = None
+        for group in (int(g) for g in args.groups.split(",")):
+            embed = settings.embed.model_copy(update={"vision_batch": group})
+            data = Path(tmp) / f"data-{group}"
+            with Embedder.open(settings.model, embed) as emb:
+                emb.embed_images([ROOT / "src" / "docvec" / "samples" / "revenue-chart.png"])  # warm up
+                run = settings.model_copy(update={"data_dir": data, "embed": embed})
+                with Index.open(run, embedder=emb) as index:
+                    t = time.perf_counter()
+                    report = index.add([folder])
+                    rate = report.pages_indexed / (time.perf_counter() - t)
+            first = first or rate
+            print(f"{group:>12} {rate:>9.2f} {rate / slower:>15.2f} {rate / first:>10.2f}")
 
 
 if __name__ == "__main__":

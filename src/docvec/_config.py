@@ -143,7 +143,8 @@ class EmbedSettings(BaseSettings):
             "as one at a time. On a CPU a page already fills the cores, so 1, the default; on a GPU raise it "
             "(8-16) to keep the device busy, at the cost of the encoder's memory and a KV cache for that "
             "many pages, with decode_batch (tokens per language-model call, shared by the group's pages) and "
-            "render.workers (pages rendered ahead)."
+            "render.workers. Groups span documents (a folder of one-page scans groups as a long document "
+            "does), and the next pages render while a group is embedded."
         ),
     )
     max_text_tokens: int = Field(8192, ge=16, description="Longer texts are truncated (with a warning).")
