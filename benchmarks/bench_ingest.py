@@ -11,7 +11,9 @@ when installed), and the terms (docvec._text._terms) of the text found.
 Then a folder of one-page documents (the book's first ``--scans`` pages, each saved as a PDF of its own), the
 way scans arrive: ingested at each ``--groups`` value of ``embed.vision_batch``, pages grouped across
 documents and rendered ahead while the model embeds, pages/s side by side, with the ratio to the slower
-stage (the model's, one page at a time, or rendering's).
+stage (the model's, one page at a time, or rendering's); and the same folder with a model that answers at
+once (a constant unit vector a page): the ceiling the rest of the pipeline (rendering, the page store,
+Qdrant, the ingest's own work) puts on a fast device.
 Default: the tiny test model and ../shared/corpus's 117-page LaTeX book.
 """
 
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,8 +141,8 @@ def _seconds_per_page(renderer: Any, path: Path, pages: int, *, texts: bool) -> 
 
 
 def bench_text(args: argparse.Namespace, target_pixels: int, render_s: float, embed_s: float) -> None:
-    from docvec._render._renderer import Renderer
     from docvec._render import _ocr
+    from docvec._render._renderer import Renderer
     from docvec._text._terms import Analyzer, TermWeights, document_vector
 
     common = {"workers": args.workers, "target_pixels": target_pixels}
@@ -195,16 +198,26 @@ def bench_scans(args: argparse.Namespace, settings: Any, render_rate: float, emb
             one.close()
         book.close()
         first = None
-        for group in (int(g) for g in args.groups.split(",")):
-            embed = settings.embed.model_copy(update={"vision_batch": group})
+        sample = ROOT / "src" / "docvec" / "samples" / "revenue-chart.png"
+        groups = [int(g) for g in args.groups.split(",")]
+        for group in [*groups, 0]:
+            embed = settings.embed.model_copy(update={"vision_batch": max(group, 1)})
             data = Path(tmp) / f"data-{group}"
             with Embedder.open(settings.model, embed) as emb:
-                emb.embed_images([ROOT / "src" / "docvec" / "samples" / "revenue-chart.png"])  # warm up
+                emb.embed_images([sample])  # warm up
+                if not group:  # the instant model: this instance's answer replaced, its vectors' kind kept
+                    unit = np.zeros(emb.dim, np.float32)
+                    unit[0] = 1.0
+                    emb.embed_images = lambda images, u=unit, **kw: np.tile(u, (len(images), 1))
                 run = settings.model_copy(update={"data_dir": data, "embed": embed})
                 with Index.open(run, embedder=emb) as index:
+                    index.add([sample])  # the render workers started and the collection made beforehand
                     t = time.perf_counter()
                     report = index.add([folder])
                     rate = report.pages_indexed / (time.perf_counter() - t)
+            if not group:
+                print(f"{'instant':>12} {rate:>9.2f}  (the pipeline's ceiling: model time left out)")
+                continue
             first = first or rate
             print(f"{group:>12} {rate:>9.2f} {rate / slower:>15.2f} {rate / first:>10.2f}")
 

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +36,7 @@ from docvec._pipeline._feed import END, Failed, Feed
 from docvec._pipeline._ingest import IngestProgress, Interrupted
 from docvec._records import DocumentSummary
 from docvec._render._renderer import DocumentInfo, Renderer
-from docvec._store import Filter
+from docvec._store import Filter, PageStore
 
 from .documents import make_text_pdf, make_tiff
 from .helpers import MINIMAL, SMALL, index_settings, page_image
@@ -153,18 +154,24 @@ def test_the_next_pages_render_while_a_group_is_embedded(
     tmp_path: Path, tiny_dir: Path, tiny_files: ModelFiles
 ) -> None:
     """Rendering runs ahead of the model (up to two groups), across documents: pages of the next group
-    reach the ingest stage while the model embeds the group before them."""
+    reach the ingest stage while the model embeds the group before them; their images are written to the
+    page store by threads other than the model's."""
     folder = tmp_path / "scans"
     folder.mkdir()
     for i in range(5):
         make_text_pdf(folder / f"scan-{i}.pdf", 2, lines=2 + i)  # five contents
-    events: list[tuple[str, float]] = []
-    original = Renderer.pages
+    kinds: list[str] = []
+    writers: set[threading.Thread] = set()
+    original, put = Renderer.pages, PageStore.put
 
     def rendering(self: Renderer, document: DocumentInfo, **kw: int) -> Iterator[object]:
         for page in original(self, document, **kw):
-            events.append(("page", time.monotonic()))
+            kinds.append("page")
             yield page
+
+    def storing(self: PageStore, image: object) -> object:
+        writers.add(threading.current_thread())
+        return put(self, image)  # type: ignore[arg-type]
 
     with (
         Embedder(tiny_files, EmbedSettings(max_pixels=MINIMAL, threads=2, vision_batch=2)) as embedder,
@@ -174,17 +181,18 @@ def test_the_next_pages_render_while_a_group_is_embedded(
         embed_images = embedder.embed_images
 
         def slow(images: list[object]) -> object:  # a model slower than rendering, as on a CPU
-            events.append(("embed", time.monotonic()))
+            kinds.append("embed")
             time.sleep(0.5)
             out = embed_images(images)
-            events.append(("embedded", time.monotonic()))
+            kinds.append("embedded")
             return out
 
         mp.setattr(embedder, "embed_images", slow)
         mp.setattr(Renderer, "pages", rendering)
+        mp.setattr(PageStore, "put", storing)
         report = ix.add([folder])
     assert report.pages_indexed == 10 and report.documents_indexed == 5
-    kinds = [kind for kind, _ in events]
+    assert writers and threading.current_thread() not in writers  # the model's thread writes no image
     assert kinds.count("embed") == 5 and kinds.count("page") == 10
     # the pages rendered while the model was busy: the whole next group during the first group's turn,
     # most of the eight after the first group in all (a page may come between two groups' turns)

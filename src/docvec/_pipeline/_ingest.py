@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -278,7 +279,11 @@ class Ingestor:
         held: _Writing | _Ended | None = None  # the next job, until what it waits for has ended
         more = True
         feed: Feed[_Writing, _Item] = Feed(ahead=2 * size)
-        with feed:
+        # page images are encoded and written by threads of their own (Pillow and the disk let go of the
+        # GIL), beside the feed's rendering and the model: on one thread they would set the pace
+        # (benchmarks/bench_ingest.py, the instant model's row)
+        writers = ThreadPoolExecutor(max(2, self.renderer.workers), thread_name_prefix="docvec-pages")
+        with writers, feed:
             try:
                 while True:
                     # plan ahead, so that the feed's thread renders while the model embeds
@@ -298,7 +303,7 @@ class Ingestor:
                                 break
                             self._plan(held)
                             if held.report is None:
-                                feed.put(held, functools.partial(self._stream, held))
+                                feed.put(held, functools.partial(self._stream, held, writers))
                         waiting.append(held)
                         held = None
                     while waiting and waiting[0].report is not None:
@@ -383,9 +388,10 @@ class Ingestor:
                 log.info("%s: resuming after page %d", source, state.resume_after)
             writing.now = job.ingested_at or datetime.now(UTC)
 
-    def _stream(self, writing: _Writing) -> Iterator[_Item]:
-        """The document's pages after those written (the job's, or rendered), each image in the page store
-        already: in the feed's thread, so that encoding and writing the files overlap the model's work."""
+    def _stream(self, writing: _Writing, writers: Executor) -> Iterator[_Item]:
+        """The document's pages after those written (the job's, or rendered; in the feed's thread), each
+        image on its way to the page store (by ``writers``), so that encoding and writing the files
+        overlap rendering and the model's work."""
         first = writing.state.resume_after + 1
         document = writing.document
         if writing.job.pages is not None:
@@ -395,9 +401,10 @@ class Ingestor:
             count, pages = info.page_count, self.renderer.pages(info, first=first)
         with contextlib.closing(pages) as each:  # closed with the stream: the renderer settles here
             for page in each:
-                yield _Item(
-                    count, page, self.pages.put(page.image) if isinstance(page, RenderedPage) else None
+                stored = (
+                    writers.submit(self.pages.put, page.image) if isinstance(page, RenderedPage) else None
                 )
+                yield _Item(count, page, stored)
 
     def _flush(self, group: list[tuple[_Writing, _Item]]) -> None:
         """Embed a group's pages, hand each page (or its failure) to its document in page order, and end
@@ -436,7 +443,8 @@ class Ingestor:
             writing.failed.append(IngestFailure(path=str(path), page=page.number, reason=result.reason))
         elif result is not None and item.stored is not None:
             vec, tokens = result
-            point = self._point(writing.document, page, item.stored, vec, writing.tags, writing.now, tokens)
+            stored = item.stored.result()  # what went wrong writing it is raised here: the document's
+            point = self._point(writing.document, page, stored, vec, writing.tags, writing.now, tokens)
             writing.batch.append(point)
             writing.unread += self.text is not None and page.text_from == "unread"
         if len(writing.batch) >= BATCH:
@@ -651,12 +659,12 @@ class _DocState:
 
 @dataclasses.dataclass(frozen=True)
 class _Item:
-    """A page as the feed hands it over: rendered with its image stored, or its failure; with its
+    """A page as the feed hands it over: rendered, its image being stored, or its failure; with its
     document's page count (as the renderer found it)."""
 
     count: int
     page: RenderedPage | PageFailure
-    stored: StoredPage | None = None  # where its image is: for a rendered page
+    stored: Future[StoredPage] | None = None  # where its image is: for a rendered page
 
 
 @dataclasses.dataclass(eq=False)
