@@ -46,7 +46,7 @@ def test_ingest_flow_indexes_then_skips(
     handler.emit = records.append  # type: ignore[method-assign]
     run_logger = logging.getLogger("prefect.flow_runs")  # Prefect's run loggers do not propagate
     run_logger.addHandler(handler)
-    monkeypatch.setattr(run_logger, "level", logging.INFO)
+    _at_info(run_logger, monkeypatch)
     state = flow([str(docs)], tags=["via=prefect"], return_state=True)
     first: IngestReport = module.report_of(state)  # type: ignore[attr-defined]
     assert (first.documents_indexed, first.pages_indexed, first.documents_failed) == (2, 2, 1)
@@ -79,8 +79,16 @@ def _run_records(monkeypatch: pytest.MonkeyPatch) -> list[logging.LogRecord]:
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logger = logging.getLogger(name)
         monkeypatch.setattr(logger, "handlers", [*logger.handlers, handler])  # until the test's end
-        monkeypatch.setattr(logger, "level", logging.INFO)
+        _at_info(logger, monkeypatch)
     return records
+
+
+def _at_info(logger: logging.Logger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``logger`` at INFO until the test's end. By ``setLevel``, which also drops what the logger decided
+    of INFO before: a flow run of an earlier test asked it at the suite's WARNING, and a level set on the
+    attribute alone would leave that answer standing."""
+    monkeypatch.setattr(logger, "level", logger.level)  # restored at the test's end
+    logger.setLevel(logging.INFO)
 
 
 def test_a_docvec_error_is_one_line_in_the_runs_log_and_a_crash_keeps_its_traceback(
