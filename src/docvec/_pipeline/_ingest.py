@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -273,12 +274,13 @@ class Ingestor:
         the same content as one still being written waits for it, and is skipped then. The renderer is
         the feed's while this runs."""
         size = self.embedder.settings.vision_batch
+        ahead = 2 * size  # pages the feed may hold, and documents planned and not ended yet
         todo = iter(jobs)
-        waiting: list[_Writing | _Ended] = []  # in the jobs' order, until their reports are given
+        waiting: deque[_Writing | _Ended] = deque()  # in the jobs' order, until their reports are given
         group: list[tuple[_Writing, _Item]] = []
         held: _Writing | _Ended | None = None  # the next job, until what it waits for has ended
         more = True
-        feed: Feed[_Writing, _Item] = Feed(ahead=2 * size)
+        feed: Feed[_Writing, _Item] = Feed(ahead=ahead)
         # page images are encoded and written by threads of their own (Pillow and the disk let go of the
         # GIL), beside the feed's rendering and the model: on one thread they would set the pace
         # (benchmarks/bench_ingest.py, the instant model's row)
@@ -287,7 +289,7 @@ class Ingestor:
             try:
                 while True:
                     # plan ahead, so that the feed's thread renders while the model embeds
-                    while (more or held is not None) and feed.open < 2 * size:
+                    while (more or held is not None) and feed.open < ahead:
                         if held is None:
                             job = next(todo, None)
                             if job is None:
@@ -307,7 +309,7 @@ class Ingestor:
                         waiting.append(held)
                         held = None
                     while waiting and waiting[0].report is not None:
-                        done = waiting.pop(0)
+                        done = waiting.popleft()
                         assert done.report is not None
                         yield done.job, done.report
                     if not feed.open:
